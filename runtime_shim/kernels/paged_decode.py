@@ -149,6 +149,8 @@ def _launch(
     block_g = max(16, _next_pow2(group))
     block_dk = max(16, _next_pow2(head_dim_k))
     block_dv = max(16, _next_pow2(head_dim_v))
+    # Keep a K tile (BLOCK_N x BLOCK_DK) near 32 KiB for wide MLA rows.
+    block_n = _BLOCK_N if max(block_dk, block_dv) <= 256 else _BLOCK_N // 2
     impl.paged_decode_kernel[grid](
         q,
         k_cache,
@@ -172,7 +174,7 @@ def _launch(
         HEAD_DIM_V=head_dim_v,
         BLOCK_DK=block_dk,
         BLOCK_DV=block_dv,
-        BLOCK_N=_BLOCK_N,
+        BLOCK_N=block_n,
         num_warps=4 if block_dk * block_g <= 128 * 16 else 8,
         num_stages=2,
     )
