@@ -1,0 +1,258 @@
+"""Check (and optionally fix) one file's bytes: the unit of work a worker runs.
+
+Nothing here reads the file system or prints; `engine` feeds bytes in and
+collects `FileOutcome`s. A crash inside one rule becomes an internal error for
+that file and rule, and the other rules still run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import libcst as cst
+
+from kvlint.contract import Contract
+from kvlint.fixes import FixFailed
+from kvlint.locate import locate
+from kvlint.rule import FileContext, ProjectRule, Replacement, Rule, Violation
+from kvlint.suppression import Suppression, parse_suppressions
+from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError, Severity
+
+SYNTAX_ERROR = ("KV000", "syntax-error")
+UNUSED_IGNORE = ("KV001", "unused-ignore")
+# Each round re-checks the fixed tree; nested fixes settle in two, three is a safety margin.
+MAX_FIX_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """Everything a worker needs to check one file; picklable."""
+
+    path: str
+    rules: tuple[type[Rule], ...]
+    contract: Contract
+    # Codes the file's per-file-ignores remove.
+    ignored_codes: frozenset[str] = frozenset()
+    report_unused_ignores: bool = False
+    # None for `check`; the highest applicability to apply for `fix`.
+    fix: Optional[Applicability] = None
+    project_rules: tuple[ProjectRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    outcome: FileOutcome
+    # Facts for each project rule (by code) that extracted any from this file.
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
+    try:
+        module = cst.parse_module(data)
+    except cst.ParserSyntaxError as exc:
+        return _syntax_error(request.path, exc.raw_line, exc.raw_column + 1, _first_line(exc.message))
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        return _syntax_error(request.path, line, 1, f"file is not valid {exc.encoding}: {exc.reason}")
+    except (SyntaxError, LookupError) as exc:
+        # LookupError: a coding cookie naming an unknown encoding.
+        return _syntax_error(request.path, getattr(exc, "lineno", None) or 1, 1, str(exc))
+    except RecursionError:
+        return _syntax_error(request.path, 1, 1, "too deeply nested to parse")
+
+    errors: list[RunError] = []
+    facts: dict[str, Any] = {}
+    for project_rule in request.project_rules:
+        ctx = FileContext(request.path, module, request.contract)
+        try:
+            extracted = project_rule.extract(ctx)
+        except Exception:  # noqa: BLE001 - isolation: one rule's crash must not stop the run
+            errors.append(_internal_error(request.path, project_rule.code))
+            continue
+        if extracted is not None:
+            facts[project_rule.code] = extracted
+
+    ctx = FileContext(request.path, module, request.contract)
+    errors.extend(_run_rules(ctx, request.rules))
+    findings, kept = _to_findings(request, module, ctx.violations)
+    fixed_source: Optional[bytes] = None
+    if request.fix is not None and any(_applies(v, request.fix) for v in kept):
+        fixed_source, fix_error = _fix(request, module)
+        if fix_error is not None:
+            errors.append(fix_error)
+    return CheckResult(FileOutcome(request.path, True, tuple(findings), tuple(errors), fixed_source), facts)
+
+
+def _run_rules(ctx: FileContext, rules: Sequence[type[Rule]]) -> list[RunError]:
+    errors = []
+    for rule in rules:
+        ctx.current_code = rule.code
+        try:
+            rule().check(ctx)
+        except Exception:  # noqa: BLE001 - isolation: one rule's crash must not stop the run
+            ctx.violations = [v for v in ctx.violations if v.code != rule.code]
+            errors.append(_internal_error(ctx.path, rule.code))
+    return errors
+
+
+def _internal_error(path: str, code: str) -> RunError:
+    last = traceback.format_exc().strip().splitlines()[-1]
+    return RunError(path, f"internal error in rule {code}: {last}", internal=True)
+
+
+def _to_findings(
+    request: CheckRequest, module: cst.Module, violations: list[Violation]
+) -> tuple[list[Finding], list[Violation]]:
+    """Findings for the violations that survive suppression, and those violations."""
+    violations = [v for v in violations if v.code not in request.ignored_codes]
+    need_comments = bool(violations) or request.report_unused_ignores
+    suppressions = parse_suppressions(module.code) if need_comments else {}
+    if not violations and not (request.report_unused_ignores and suppressions):
+        return [], []
+    locations = locate(module, [v.node for v in violations])
+    rules = {rule.code: rule for rule in request.rules}
+    findings: list[Finding] = []
+    kept: list[Violation] = []
+    occurrences: dict[tuple[str, str, str], int] = {}
+    for violation in violations:
+        where = locations[id(violation.node)]
+        start, end = where.range.start, where.range.end
+        if _suppressed(violation.code, suppressions, (start.line, where.statement_line)):
+            continue
+        snippet = " ".join(module.code_for_node(violation.node).split())
+        key = (violation.code, where.scope, snippet)
+        occurrences[key] = occurrences.get(key, 0) + 1
+        rule = rules[violation.code]
+        findings.append(
+            Finding(
+                code=rule.code,
+                name=rule.name,
+                severity=rule.severity,
+                path=request.path,
+                line=start.line,
+                column=start.column + 1,
+                end_line=end.line,
+                end_column=end.column + 1,
+                message=violation.message,
+                fingerprint=fingerprint(rule.code, request.path, where.scope, snippet, occurrences[key]),
+                fix=_fix_info(module, violation),
+            )
+        )
+        kept.append(violation)
+    if request.report_unused_ignores:
+        findings.extend(_unused_ignores(request.path, suppressions, {r.code for r in request.rules}))
+    return findings, kept
+
+
+def _suppressed(code: str, suppressions: dict[int, list[Suppression]], lines: tuple[int, int]) -> bool:
+    for line in dict.fromkeys(lines):
+        for suppression in suppressions.get(line, ()):
+            if suppression.covers(code):
+                suppression.used.add(code)
+                return True
+    return False
+
+
+def _unused_ignores(path: str, suppressions: dict[int, list[Suppression]], selected: set[str]) -> list[Finding]:
+    findings = []
+    for line, items in sorted(suppressions.items()):
+        for item in items:
+            if item.used or item.bare_noqa:
+                continue
+            # A `# noqa: E501` is another tool's business; only ours can be unused here.
+            if item.codes is not None and not any(code.startswith("KV") for code in item.codes):
+                continue
+            codes = "" if item.codes is None else f"[{','.join(sorted(item.codes))}]"
+            findings.append(
+                Finding(
+                    code=UNUSED_IGNORE[0],
+                    name=UNUSED_IGNORE[1],
+                    severity=Severity.WARNING,
+                    path=path,
+                    line=line,
+                    column=item.column,
+                    end_line=line,
+                    end_column=item.column + 1,
+                    message=f"suppression{codes} suppresses nothing",
+                    fingerprint=fingerprint(UNUSED_IGNORE[0], path, "", codes, line),
+                )
+            )
+    return findings
+
+
+def fingerprint(code: str, path: str, scope: str, snippet: str, occurrence: int) -> str:
+    """Stable across unrelated edits: no line numbers, only what and where by name."""
+    text = f"{code}\0{path}\0{scope}\0{snippet}\0{occurrence}"
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _fix_info(module: cst.Module, violation: Violation) -> Optional[FixInfo]:
+    if violation.fix is None:
+        return None
+    return FixInfo(
+        applicability=violation.fix.applicability,
+        description=violation.fix.description,
+        replacement=module.code_for_node(violation.fix.new),
+    )
+
+
+def _applies(violation: Violation, allowed: Applicability) -> bool:
+    if violation.fix is None:
+        return False
+    return allowed is Applicability.UNSAFE or violation.fix.applicability is Applicability.SAFE
+
+
+def fixable_replacements(request: CheckRequest, module: cst.Module) -> list[Replacement]:
+    """The fixes `request` allows on `module`, after selection and suppressions."""
+    if request.fix is None:
+        return []
+    ctx = FileContext(request.path, module, request.contract)
+    if _run_rules(ctx, request.rules):
+        return []
+    _, kept = _to_findings(request, module, ctx.violations)
+    return [v.fix for v in kept if _applies(v, request.fix) and v.fix is not None]
+
+
+def _fix(request: CheckRequest, module: cst.Module) -> tuple[Optional[bytes], Optional[RunError]]:
+    """Apply fixes until none applies; the result must compile or nothing is written."""
+    from libcst.codemod import CodemodContext
+
+    from codemods._rule_fix import RuleFixCommand
+
+    current = module
+    for _ in range(MAX_FIX_ROUNDS):
+        try:
+            updated = RuleFixCommand(CodemodContext(filename=request.path), request).transform_module(current)
+            if updated.code == current.code:
+                break
+            # Re-parse: fixes may share nodes, and the next round needs a plain tree.
+            current = cst.parse_module(updated.bytes)
+            compile(current.bytes, request.path, "exec", dont_inherit=True)
+        except (FixFailed, SyntaxError, cst.ParserSyntaxError, ValueError) as exc:
+            return None, RunError(request.path, f"fix not applied, the rewrite would not parse: {exc}")
+    if current.code == module.code:
+        return None, None
+    return current.bytes, None
+
+
+def _syntax_error(path: str, line: int, column: int, message: str) -> CheckResult:
+    finding = Finding(
+        code=SYNTAX_ERROR[0],
+        name=SYNTAX_ERROR[1],
+        severity=Severity.ERROR,
+        path=path,
+        line=line,
+        column=column,
+        end_line=line,
+        end_column=column,
+        message=message,
+        fingerprint=fingerprint(SYNTAX_ERROR[0], path, "", message, 1),
+    )
+    return CheckResult(FileOutcome(path, False, (finding,)))
+
+
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else "syntax error"

@@ -1,0 +1,111 @@
+"""One pass over a module that every rule shares: calls, functions, imports.
+
+Rules look up candidate calls by the trailing name of the callee
+(`x.set_kv_buffer(...)` -> "set_kv_buffer") instead of each walking the whole
+tree; the walk is the dominant cost after parsing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+
+
+@dataclass(frozen=True)
+class CallSite:
+    call: cst.Call
+    # The innermost function holding the call, or None at module/class level.
+    function: Optional[cst.FunctionDef]
+    # The innermost class holding `function` (or the call), if any.
+    klass: Optional[cst.ClassDef]
+
+
+@dataclass
+class ModuleIndex:
+    calls_by_name: dict[str, list[CallSite]] = field(default_factory=lambda: defaultdict(list))
+    functions: list[tuple[cst.FunctionDef, Optional[cst.ClassDef]]] = field(default_factory=list)
+    classes: list[cst.ClassDef] = field(default_factory=list)
+    # local name -> dotted origin ("pkg.mod.Name" for `from pkg.mod import Name as local`,
+    # "pkg.mod" for `import pkg.mod as local`).
+    imports: dict[str, str] = field(default_factory=dict)
+
+    def calls(self, *names: str) -> list[CallSite]:
+        found: list[CallSite] = []
+        for name in names:
+            found.extend(self.calls_by_name.get(name, ()))
+        return found
+
+
+def callee_name(call: cst.Call) -> Optional[str]:
+    """The trailing name of what is called: `a.b.c(...)` -> "c", `f(...)` -> "f"."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+def build_index(module: cst.Module) -> ModuleIndex:
+    collector = _IndexCollector()
+    module.visit(collector)
+    return collector.index
+
+
+class _IndexCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.index = ModuleIndex()
+        self._functions: list[cst.FunctionDef] = []
+        self._classes: list[Optional[cst.ClassDef]] = [None]
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.index.classes.append(node)
+        self._classes.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._classes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.index.functions.append((node, self._classes[-1]))
+        self._functions.append(node)
+        # A nested class resets the "enclosing class" for its methods only.
+        self._classes.append(self._classes[-1])
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._functions.pop()
+        self._classes.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = callee_name(node)
+        if name is not None:
+            function = self._functions[-1] if self._functions else None
+            self.index.calls_by_name[name].append(CallSite(node, function, self._classes[-1]))
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            dotted = _dotted(alias.name)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.index.imports[alias.asname.name.value] = dotted
+            else:
+                self.index.imports[dotted.split(".")[0]] = dotted.split(".")[0]
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if isinstance(node.names, cst.ImportStar) or node.module is None:
+            return
+        base = "." * len(node.relative) + _dotted(node.module)
+        for alias in node.names:
+            name = _dotted(alias.name)
+            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            self.index.imports[local] = f"{base}.{name}"
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""

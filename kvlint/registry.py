@@ -1,0 +1,44 @@
+"""Every rule kvlint has, found by importing the modules of `kvlint.rules`.
+
+Adding a rule is adding one module there; nothing else lists rules.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import lru_cache
+
+from kvlint.rule import ProjectRule, Rule
+
+AnyRule = type[Rule] | type[ProjectRule]
+
+
+@lru_cache(maxsize=1)
+def all_rules() -> tuple[AnyRule, ...]:
+    import kvlint.rules as package
+
+    found: list[AnyRule] = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, (Rule, ProjectRule))
+                and value not in (Rule, ProjectRule)
+                and value.__module__ == module.__name__
+                and "code" in vars(value)
+            ):
+                found.append(value)
+    return tuple(sorted(found, key=lambda rule: rule.code))
+
+
+def rule_by_code(code: str) -> AnyRule | None:
+    return next((rule for rule in all_rules() if rule.code == code.upper()), None)
+
+
+def all_codes() -> list[str]:
+    # KV000 and KV001 are the engine's own findings, not rules with a check.
+    return ["KV000", "KV001", *(rule.code for rule in all_rules())]

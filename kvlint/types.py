@@ -1,0 +1,127 @@
+"""Plain data shared by the engine, the rules, the reporters and the CLI.
+
+Everything here is a frozen dataclass so results can cross process
+boundaries, be cached and be compared in tests without surprises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Optional
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class Applicability(str, Enum):
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True)
+class FixInfo:
+    """What a finding's fix would do, as reported (not how it is applied)."""
+
+    applicability: Applicability
+    description: str
+    replacement: str
+    # Set when the edit lands in another file than the finding (project rules).
+    path: Optional[str] = None
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "applicability": self.applicability.value,
+            "description": self.description,
+            "replacement": self.replacement,
+        }
+        if self.path is not None:
+            data["path"] = self.path
+        return data
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    severity: Severity
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+    fingerprint: str
+    fix: Optional[FixInfo] = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity.value,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "message": self.message,
+            "fingerprint": self.fingerprint,
+            "fix": None if self.fix is None else self.fix.to_json(),
+        }
+
+    @property
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.line, self.column, self.code)
+
+
+@dataclass(frozen=True)
+class RunError:
+    """A problem that is not a finding: unreadable file, rule crash, failed write."""
+
+    path: str
+    message: str
+    # Internal errors (a rule crashed) make the run exit 2; I/O trouble does not.
+    internal: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Valid:
+    """Source a rule must not flag."""
+
+    code: str
+    # Contract overrides the example needs, e.g. {"mark": "physical"}.
+    contract: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Source a rule must flag, optionally with the source its fix produces.
+
+    ``line``/``column`` (1-based) pin where the finding must start when given;
+    ``expected_count`` is how many findings of this rule the source yields.
+    """
+
+    code: str
+    expected_replacement: Optional[str] = None
+    line: Optional[int] = None
+    column: Optional[int] = None
+    expected_count: int = 1
+    # Contract overrides the example needs, e.g. {"mark": "physical"}.
+    contract: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """What checking (and maybe fixing) one file produced."""
+
+    path: str
+    parsed: bool
+    findings: tuple[Finding, ...] = ()
+    errors: tuple[RunError, ...] = ()
+    # For `fix`: the new source text, when it differs from the old.
+    fixed_source: Optional[bytes] = None
