@@ -146,7 +146,14 @@ class kv_layout_guard(TorchFunctionMode):
 
     def register(self, pool_or_tensor: Any) -> None:
         """Watch a token-major pool's raw buffer, or any tensor's storage."""
-        raw = pool_or_tensor if isinstance(pool_or_tensor, torch.Tensor) else pool_or_tensor.raw
+        raw = pool_or_tensor if isinstance(pool_or_tensor, torch.Tensor) else getattr(
+            pool_or_tensor, "raw", None
+        )
+        if not isinstance(raw, torch.Tensor):
+            raise TypeError(
+                f"cannot watch a {type(pool_or_tensor).__name__}: expected a tensor or a "
+                f"token-major pool with a raw byte buffer"
+            )
         key = raw.untyped_storage().data_ptr()
         self._storages[key] = weakref.ref(raw)
         self._pool_names[key] = type(pool_or_tensor).__name__

@@ -188,3 +188,8 @@ def test_kv_layout_error_is_a_runtime_error():
         paged = paged_kv_view(pool.get_key_buffer(0), PAGE_SIZE, H, D)
         with pytest.raises(RuntimeError, match="KV203"):
             paged.view(-1, PAGE_SIZE, H // 2, D)
+
+
+def test_registering_something_without_a_raw_buffer_is_a_type_error():
+    with pytest.raises(TypeError, match="cannot watch a ContiguousMHAPool"):
+        kv_layout_guard(ContiguousMHAPool(**GEOMETRY))
