@@ -1,0 +1,155 @@
+"""The real `sglang/srt` source tree, for tests and benches that need real code.
+
+The latest `sglang` wheel is fetched once with `pip download --no-deps sglang`
+and only its `sglang/srt/**.py` files are extracted, into
+`$KVLINT_CORPUS_DIR` (default `~/.cache/kvlint-corpus/`) as
+`sglang-<version>/sglang/srt`. Later calls reuse the newest extracted tree
+without touching the network; delete the directory to refresh it. Concurrent
+callers (several pytest sessions, a bench) wait on a lock file, and a tree
+becomes visible only once it is complete.
+
+From a pytest test, mark it and take the tree from a fixture::
+
+    import pytest
+    from corpus import sglang_srt_or_skip
+
+    @pytest.fixture(scope="session")
+    def srt() -> Path:
+        return sglang_srt_or_skip()
+
+    @pytest.mark.corpus
+    def test_something_on_real_code(srt: Path) -> None: ...
+
+(pytest puts `tests/` on `sys.path`, so `from corpus import ...` works there.)
+
+From a bench script, which must not skip but say why it cannot run::
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from corpus import CorpusUnavailable, sglang_srt
+
+    try:
+        root = sglang_srt()
+    except CorpusUnavailable as exc:
+        sys.exit(f"bench: {exc}")
+
+`python tests/corpus.py` prints the tree's path (downloading it if needed).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+SRT_PREFIX = "sglang/srt/"
+# Written last into a tree's directory: a tree without it is an interrupted extraction.
+COMPLETE_MARKER = ".complete"
+DOWNLOAD_TIMEOUT_S = 600
+
+
+class CorpusUnavailable(RuntimeError):
+    """The sglang wheel cannot be downloaded or read; the message says why."""
+
+
+def corpus_dir() -> Path:
+    configured = os.environ.get("KVLINT_CORPUS_DIR")
+    return Path(configured) if configured else Path.home() / ".cache" / "kvlint-corpus"
+
+
+def sglang_srt() -> Path:
+    """The `sglang/srt` directory of the cached wheel, downloading it on first use."""
+    base = corpus_dir()
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CorpusUnavailable(f"cannot create corpus directory {base}: {exc.strerror or exc}") from None
+    with open(base / ".lock", "w") as lock:
+        # Held while downloading, so two sessions starting together download once.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        existing = _newest_tree(base)
+        if existing is not None:
+            return existing
+        return _download_and_extract(base)
+
+
+def sglang_srt_or_skip() -> Path:
+    """`sglang_srt()`, or skip the calling test with the reason it is unavailable."""
+    import pytest
+
+    try:
+        return sglang_srt()
+    except CorpusUnavailable as exc:
+        pytest.skip(f"real sglang corpus unavailable: {exc}")
+
+
+def _newest_tree(base: Path) -> Path | None:
+    trees = [path for path in base.glob("sglang-*") if (path / COMPLETE_MARKER).is_file()]
+    if not trees:
+        return None
+    newest = max(trees, key=lambda path: _version_key(path.name.removeprefix("sglang-")))
+    return newest / "sglang" / "srt"
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+def _download_and_extract(base: Path) -> Path:
+    with tempfile.TemporaryDirectory(dir=base, prefix="download-") as scratch:
+        wheel = _pip_download(Path(scratch))
+        version = wheel.name.split("-")[1]
+        staging = Path(scratch) / "tree"
+        count = _extract_srt(wheel, staging)
+        if count == 0:
+            raise CorpusUnavailable(f"{wheel.name} holds no {SRT_PREFIX}*.py files")
+        (staging / COMPLETE_MARKER).write_text(f"{wheel.name}\n{count} files\n")
+        target = base / f"sglang-{version}"
+        if target.exists():
+            shutil.rmtree(target)  # an interrupted extraction: it has no marker
+        staging.rename(target)
+    return target / "sglang" / "srt"
+
+
+def _pip_download(into: Path) -> Path:
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", "--timeout", "30", "--retries", "1",
+        "-d", str(into), "sglang",
+    ]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise CorpusUnavailable(f"`pip download sglang` took longer than {DOWNLOAD_TIMEOUT_S} s") from None
+    except OSError as exc:
+        raise CorpusUnavailable(f"cannot run pip: {exc}") from None
+    wheels = sorted(into.glob("sglang-*.whl"))
+    if result.returncode != 0 or not wheels:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise CorpusUnavailable(f"`pip download --no-deps sglang` failed: {tail[0]}")
+    return wheels[0]
+
+
+def _extract_srt(wheel: Path, into: Path) -> int:
+    count = 0
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for member in archive.infolist():
+                if member.filename.startswith(SRT_PREFIX) and member.filename.endswith(".py"):
+                    archive.extract(member, into)
+                    count += 1
+    except zipfile.BadZipFile as exc:
+        raise CorpusUnavailable(f"{wheel.name} is not a valid wheel: {exc}") from None
+    return count
+
+
+if __name__ == "__main__":
+    try:
+        print(sglang_srt())
+    except CorpusUnavailable as exc:
+        sys.exit(f"corpus: {exc}")
