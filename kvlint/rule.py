@@ -9,7 +9,7 @@ context and are computed once per file, whatever the number of rules.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable, Optional, TypeVar
+from typing import Any, Callable, ClassVar, Optional, TypeVar
 
 import libcst as cst
 
@@ -146,13 +146,3 @@ class ProjectRule:
 
     def finish(self, facts: dict[str, Any]) -> list[ProjectViolation]:
         raise NotImplementedError
-
-
-def doc_sections(rule: type[Rule] | type[ProjectRule]) -> list[str]:
-    """The documentation sections a rule's docstring lacks."""
-    doc = rule.__doc__ or ""
-    return [section for section in DOC_SECTIONS if f"{section}" not in doc]
-
-
-def rule_codes(rules: Iterable[type[Rule] | type[ProjectRule]]) -> list[str]:
-    return [rule.code for rule in rules]

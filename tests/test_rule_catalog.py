@@ -1,0 +1,52 @@
+"""The rule catalogue stays consistent: codes, names, docs, modules, README table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kvlint.docs import rules_table
+from kvlint.registry import all_rules
+from kvlint.rule import DOC_SECTIONS
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def test_codes_and_names_are_unique_and_well_formed() -> None:
+    codes = [rule.code for rule in all_rules()]
+    names = [rule.name for rule in all_rules()]
+    assert len(set(codes)) == len(codes)
+    assert len(set(names)) == len(names)
+    assert all(re.fullmatch(r"KV[1-9][0-9]{2}", code) for code in codes)
+    assert all(re.fullmatch(r"[a-z]+(-[a-z]+)*", name) for name in names)
+
+
+def test_each_rule_lives_in_a_module_named_after_its_class() -> None:
+    for rule in all_rules():
+        assert rule.__module__ == f"kvlint.rules.{_snake(rule.__name__)}", rule
+
+
+def test_every_rule_doc_has_every_section() -> None:
+    for rule in all_rules():
+        doc = rule.__doc__ or ""
+        missing = [section for section in DOC_SECTIONS if f"## {section}" not in doc]
+        assert not missing, f"{rule.code} lacks {missing}"
+
+
+def test_every_file_rule_has_examples() -> None:
+    for rule in all_rules():
+        if hasattr(rule, "VALID"):
+            assert rule.VALID and rule.INVALID, rule.code
+
+
+def test_readme_rule_table_matches_the_rules() -> None:
+    text = README.read_text()
+    start = text.index("<!-- rules:start -->") + len("<!-- rules:start -->")
+    end = text.index("<!-- rules:end -->")
+    assert text[start:end].strip() == rules_table("markdown"), (
+        "README rule table is stale: regenerate it with `kvlint rules --format markdown`"
+    )
