@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from kvlint.checker import CheckRequest, CheckResult, check_bytes, fingerprint
-from kvlint.config import Config, ConfigError
+from kvlint.config import Config, ConfigError, TboConfig
 from kvlint.contract import Contract
 from kvlint.discovery import discover, display_path
 from kvlint.learn import learn_contract
@@ -38,7 +38,6 @@ class RunOptions:
     paths: tuple[Path, ...] = ()
     select: Optional[tuple[str, ...]] = None
     ignore: tuple[str, ...] = ()
-    extend_ignore: tuple[str, ...] = ()
     fix: Optional[Applicability] = None
     jobs: Optional[int] = None
     changed: Optional[str] = None
@@ -163,9 +162,7 @@ def _plan(config: Config, options: RunOptions, contract: Contract) -> _Plan:
     )
 
 
-def _tbo_options(config: Config, options: RunOptions) -> Any:
-    from dataclasses import replace
-
+def _tbo_options(config: Config, options: RunOptions) -> TboConfig:
     return replace(config.tbo, strict=config.tbo.strict or options.strict_tbo)
 
 
@@ -201,7 +198,7 @@ def _check_all(
     slots: list[Optional[CheckResult]] = [None] * total
     with ProcessPoolExecutor(max_workers=min(workers, total)) as pool:
         futures = {pool.submit(_check_guarded, *requests[i]): i for i in order}
-        for done, future in enumerate(_as_completed(futures), 1):
+        for done, future in enumerate(as_completed(futures), 1):
             index = futures[future]
             try:
                 slots[index] = future.result()
@@ -213,12 +210,6 @@ def _check_all(
             if progress:
                 progress(done, total)
     return [slot for slot in slots if slot is not None]
-
-
-def _as_completed(futures: dict[Any, int]) -> Any:
-    from concurrent.futures import as_completed
-
-    return as_completed(futures)
 
 
 def _check_guarded(request: CheckRequest, data: bytes) -> CheckResult:
