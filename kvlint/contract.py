@@ -46,6 +46,9 @@ class Contract:
     batch_factory: str = "for_batch"
     layer_factory: str = SEED_DEFAULTS["layer-factory"]
     write_loc_module: str = SEED_DEFAULTS["write-loc-module"]
+    # The write-loc class's fields before the mark, in order: how a fix turns
+    # positional `KVWriteLoc(loc, swa, full)` arguments into factory keywords.
+    write_loc_fields: tuple[str, ...] = ("loc", "swa_loc", "full_loc")
     paged_helpers_module: str = SEED_DEFAULTS["paged-helpers-module"]
     # Which of paged_view / paged_row_view / paged_kv_view the helpers module defines.
     paged_helpers: tuple[str, ...] = ("paged_view", "paged_row_view", "paged_kv_view")
@@ -82,6 +85,7 @@ class Contract:
                 self.batch_factory,
                 self.layer_factory,
                 self.write_loc_module,
+                self.write_loc_fields,
                 self.paged_helpers_module,
                 self.paged_helpers,
                 self.loc_attributes,

@@ -8,7 +8,15 @@ import libcst as cst
 
 from kvlint.contract import Contract
 from kvlint.rule import FileContext, Replacement, Rule
-from kvlint.rules._write_loc import factory_call, loc_argument, marked_call, module_index, raw_loc_batch
+from kvlint.rules._write_loc import (
+    RawLoc,
+    factory_for,
+    loc_argument,
+    marked_call,
+    module_index,
+    raw_loc,
+    raw_loc_batch,
+)
 from kvlint.types import Applicability, Invalid, Severity, Valid
 
 
@@ -19,7 +27,11 @@ class BareWriteLoc(Rule):
     Flags a KV write door (`set_kv_buffer`, `set_mla_kv_buffer`, `_set_kv_buffer`,
     or any door configured in `[tool.kvlint.contract] write-doors`) whose loc
     argument is a batch's raw loc: `forward_batch.out_cache_loc`, a slice of it,
-    or the keyword `loc=forward_batch.out_cache_loc`.
+    the keyword `loc=forward_batch.out_cache_loc`, or a local name every
+    reaching definition of which is one of those (including the cross-attention
+    idiom `fb.out_cache_loc if not layer.is_cross_attention else
+    fb.encoder_out_cache_loc`). A name with any other definition (a translator
+    call, a parameter) is not flagged.
 
     ## Why is this bad?
     Under the token-major unified pool a virtual token id is in range and by
@@ -41,9 +53,13 @@ class BareWriteLoc(Rule):
 
     ## Fix safety
     Safe. `KVWriteLoc.for_batch(fb)` wraps the same tensor and adds the batch's
-    own mark; on pools that do not check the mark nothing else changes. A slice
-    becomes `KVWriteLoc(<slice>, <mark>=fb.<batch mark>)`, the same ids under
-    the same mark. The fix adds the `KVWriteLoc` import when the file lacks it.
+    own mark; on pools that do not check the mark nothing else changes. The
+    cross-attention idiom becomes `KVWriteLoc.for_layer(fb, layer)`, which picks
+    the same branch and marks only the batch's loc (when the contract has no
+    layer factory the finding has no fix). A slice becomes `KVWriteLoc(<slice>,
+    <mark>=fb.<batch mark>)`, the same ids under the same mark. An alias the
+    rewrite leaves unused is kept: removing code is the author's call. The fix
+    adds the `KVWriteLoc` import when the file lacks it.
 
     ## Options
     `write-doors`, `loc-attributes`, `write-loc-class`, `write-loc-module`,
@@ -63,6 +79,43 @@ class BareWriteLoc(Rule):
         Valid("n = forward_batch.out_cache_loc.shape[0]\npool.set_kv_buffer(layer, loc, k, v)\n"),
         Valid("pool.set_kv_buffer(layer, *args)"),
         Valid("self._set_kv_buffer(forward_batch.out_cache_loc, layer, loc, k)"),
+        # A reassigned alias: the translated value reaches the door.
+        Valid(
+            "def write(self, pool, layer, fb, k, v):\n"
+            "    loc = fb.out_cache_loc\n"
+            "    loc = self._translate(loc)\n"
+            "    pool.set_kv_buffer(layer, loc, k, v)\n"
+        ),
+        # A loc passed through a translator call.
+        Valid(
+            "def write(self, pool, layer, fb, k, v):\n"
+            "    loc = self._translate(fb.out_cache_loc)\n"
+            "    pool.set_kv_buffer(layer, loc, k, v)\n"
+        ),
+        # One branch is not a raw loc, so the name is not.
+        Valid(
+            "def write(backend, pool, layer, fb, k, v, draft):\n"
+            "    if draft:\n"
+            "        loc = backend.select_draft_step_out_cache_loc(fb)\n"
+            "    else:\n"
+            "        loc = fb.out_cache_loc\n"
+            "    pool.set_kv_buffer(layer, loc, k, v)\n"
+        ),
+        # The encoder loc alone, through an alias.
+        Valid(
+            "def write(pool, layer, fb, k, v):\n"
+            "    loc = fb.encoder_out_cache_loc\n"
+            "    pool.set_kv_buffer(layer, loc, k, v)\n"
+        ),
+        # An unrelated read of the batch loc that never reaches a door.
+        Valid(
+            "def write(pool, layer, fb, k, v, loc):\n"
+            "    n = fb.out_cache_loc\n"
+            "    pool.set_kv_buffer(layer, loc, k, v)\n"
+            "    return n\n"
+        ),
+        # A parameter is unknown, not raw.
+        Valid("def write(pool, layer, out_cache_loc, k, v):\n    pool.set_kv_buffer(layer, out_cache_loc, k, v)\n"),
     ]
     INVALID = [
         Invalid(
@@ -100,6 +153,75 @@ class BareWriteLoc(Rule):
             expected_replacement="from m import KVWriteLoc\n"
             "self._set_kv_buffer(q, layer, KVWriteLoc.for_batch(forward_batch), k)\n",
         ),
+        # A plain alias; the alias itself stays.
+        Invalid(
+            "from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, k, v):\n"
+            "    cache_loc = fb.out_cache_loc\n"
+            "    pool.set_kv_buffer(layer, cache_loc, k, v)\n",
+            expected_replacement="from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, k, v):\n"
+            "    cache_loc = fb.out_cache_loc\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc.for_batch(fb), k, v)\n",
+            line=6,
+        ),
+        # The cross-attention idiom, `not` test.
+        Invalid(
+            "from m import KVWriteLoc\n\n\ndef write(pool, layer, forward_batch, k, v):\n"
+            "    cache_loc = (\n"
+            "        forward_batch.out_cache_loc\n"
+            "        if not layer.is_cross_attention\n"
+            "        else forward_batch.encoder_out_cache_loc\n"
+            "    )\n"
+            "    pool.set_kv_buffer(layer, cache_loc, k, v)\n",
+            expected_replacement="from m import KVWriteLoc\n\n\ndef write(pool, layer, forward_batch, k, v):\n"
+            "    cache_loc = (\n"
+            "        forward_batch.out_cache_loc\n"
+            "        if not layer.is_cross_attention\n"
+            "        else forward_batch.encoder_out_cache_loc\n"
+            "    )\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc.for_layer(forward_batch, layer), k, v)\n",
+        ),
+        # The cross-attention idiom, positive test, through a walrus.
+        Invalid(
+            "from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, k, v):\n"
+            "    if (loc := fb.encoder_out_cache_loc if layer.is_cross_attention else fb.out_cache_loc) is not None:\n"
+            "        pool.set_kv_buffer(layer, loc, k, v)\n",
+            expected_replacement="from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, k, v):\n"
+            "    if (loc := fb.encoder_out_cache_loc if layer.is_cross_attention else fb.out_cache_loc) is not None:\n"
+            "        pool.set_kv_buffer(layer, KVWriteLoc.for_layer(fb, layer), k, v)\n",
+        ),
+        # Without a layer factory the idiom is reported without a fix.
+        Invalid(
+            "def write(pool, layer, fb, k, v):\n"
+            "    loc = fb.out_cache_loc if not layer.is_cross_attention else fb.encoder_out_cache_loc\n"
+            "    pool.set_kv_buffer(layer, loc, k, v)\n",
+            contract={"layer-factory": ""},
+        ),
+        # An alias of a slice keeps its own ids under the batch's mark.
+        Invalid(
+            "from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, k, v, n):\n"
+            "    loc = fb.out_cache_loc[:n]\n"
+            "    pool.set_kv_buffer(layer, loc, k, v)\n",
+            expected_replacement="from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, k, v, n):\n"
+            "    loc = fb.out_cache_loc[:n]\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc(loc, id_space=fb.out_cache_loc_id_space), k, v)\n",
+        ),
+        # Both branches raw, and an alias of an alias.
+        Invalid(
+            "from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, k, v, c):\n"
+            "    if c:\n"
+            "        loc = fb.out_cache_loc\n"
+            "    else:\n"
+            "        first = fb.out_cache_loc\n"
+            "        loc = first\n"
+            "    pool.set_kv_buffer(layer, loc, k, v)\n",
+            expected_replacement="from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, k, v, c):\n"
+            "    if c:\n"
+            "        loc = fb.out_cache_loc\n"
+            "    else:\n"
+            "        first = fb.out_cache_loc\n"
+            "        loc = first\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc.for_batch(fb), k, v)\n",
+        ),
     ]
 
     @classmethod
@@ -113,22 +235,32 @@ class BareWriteLoc(Rule):
                 arg = loc_argument(site.call, loc_index)
                 if arg is None:
                     continue
-                batch = raw_loc_batch(arg.value, ctx.contract)
-                if batch is None:
+                loc = raw_loc(ctx, arg.value, site.function)
+                if loc is None:
                     continue
-                ctx.report(
-                    arg.value,
-                    f"`{door}` receives the batch's raw `{ctx.code_for(arg.value)}`: the id-space mark is lost "
-                    f"and a unified pool's write door refuses an unmarked loc",
-                    self._fix(ctx, arg.value, batch),
-                )
+                ctx.report(arg.value, self._message(ctx, door, arg.value, loc), self._fix(ctx, arg.value, loc))
 
-    def _fix(self, ctx: FileContext, loc: cst.BaseExpression, batch: cst.BaseExpression) -> Optional[Replacement]:
+    def _message(self, ctx: FileContext, door: str, value: cst.BaseExpression, loc: RawLoc) -> str:
+        shown = ctx.code_for(value)
+        what = f"the batch's raw `{shown}`" if raw_loc_batch(value, ctx.contract) is not None else (
+            f"`{shown}`, the batch's raw loc"
+        )
+        message = f"`{door}` receives {what}: the id-space mark is lost and a unified pool's write door refuses an unmarked loc"
+        if loc.form == "layer" and not ctx.contract.layer_factory:
+            message += "; the contract has no layer factory, so wrap each branch's loc with its own mark"
+        elif loc.form == "mixed":
+            message += "; its definitions differ, so state the mark where it is built"
+        return message
+
+    def _fix(self, ctx: FileContext, value: cst.BaseExpression, loc: RawLoc) -> Optional[Replacement]:
         contract = ctx.contract
-        if isinstance(loc, cst.Subscript):
-            new, imports = marked_call(ctx, loc, batch)
+        if loc.form == "slice":
+            # Wrap the value as written (an alias keeps its own ids), under the batch's mark.
+            new, imports = marked_call(ctx, value, loc.batch)
             description = f"wrap the slice as `{contract.write_loc_class}(..., {contract.mark}=...{contract.batch_mark})`"
-        else:
-            new, imports = factory_call(ctx, contract.batch_factory, [cst.Arg(batch)])
-            description = f"pass `{contract.write_loc_class}.{contract.batch_factory}({ctx.code_for(batch)})`"
-        return Replacement(loc, new, Applicability.SAFE, description, imports)
+            return Replacement(value, new, Applicability.SAFE, description, imports)
+        factory = factory_for(ctx, loc)
+        if factory is None:
+            return None
+        call, imports, description = factory
+        return Replacement(value, call, Applicability.SAFE, description, imports)

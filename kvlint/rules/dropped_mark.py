@@ -1,0 +1,202 @@
+"""KV103 dropped-mark."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from kvlint.contract import LOC_KEYWORDS, Contract
+from kvlint.dataflow import function_flow
+from kvlint.rule import FileContext, Rule
+from kvlint.rules._write_loc import loc_argument, module_index
+from kvlint.types import Invalid, Severity, Valid
+
+# The helper that takes a write loc apart: `loc, swa_loc, full_loc = unwrap_write_loc(loc_info)`.
+UNWRAP_FUNCTION = "unwrap_write_loc"
+_MAX_ALIAS_DEPTH = 8
+
+
+class DroppedMark(Rule):
+    """A write door forwards a loc taken out of its incoming `KVWriteLoc`, without the mark.
+
+    ## What it does
+    Inside the body of a method that is itself a write door (its name is a
+    configured door and it takes a `loc`/`loc_info` parameter), flags a call to
+    another write door whose loc is unwrapped from the incoming loc:
+    `unwrap_write_loc(loc_info)[0]`, a name unpacked from `unwrap_write_loc(...)`,
+    `loc_info.loc`, `loc_info.swa_loc`, `loc_info.full_loc`.
+
+    ## Why is this bad?
+    The caller marked its loc; the wrapper door hands the inner door a bare
+    tensor, so the inner pool sees an unmarked loc. A unified inner pool refuses
+    it, and any check the mark was meant to enable is silently skipped.
+
+    ## Example
+    ```python
+    def set_kv_buffer(self, layer, loc_info, cache_k, cache_v):
+        loc, swa_loc, _ = unwrap_write_loc(loc_info)
+        self.full_kv_pool.set_kv_buffer(None, loc, cache_k, cache_v)
+    ```
+
+    ## Use instead
+    ```python
+    def set_kv_buffer(self, layer, loc_info, cache_k, cache_v):
+        loc, swa_loc, _ = unwrap_write_loc(loc_info)
+        self.full_kv_pool.set_kv_buffer(None, KVWriteLoc(loc, id_space=loc_info.id_space), cache_k, cache_v)
+    ```
+
+    ## Fix safety
+    No fix: the incoming loc may be a bare tensor on some paths (that is what
+    `unwrap_write_loc` tolerates), and whether the inner pool should see the
+    outer mark or a mark of its own is the author's decision.
+
+    ## Options
+    `write-doors` and `mark` in `[tool.kvlint.contract]`.
+    """
+
+    code = "KV103"
+    name = "dropped-mark"
+    severity = Severity.ERROR
+    fix_applicability = None
+
+    VALID = [
+        # Forwarding the incoming write loc itself keeps its mark.
+        Valid(
+            "class Pool:\n"
+            "    def set_kv_buffer(self, layer, loc_info, k, v):\n"
+            "        self.inner.set_kv_buffer(layer, loc_info, k, v)\n"
+        ),
+        # Re-wrapped with the incoming mark.
+        Valid(
+            "class Pool:\n"
+            "    def set_kv_buffer(self, layer, loc_info, k, v):\n"
+            "        loc, swa_loc, _ = unwrap_write_loc(loc_info)\n"
+            "        self.inner.set_kv_buffer(layer, KVWriteLoc(swa_loc, id_space=loc_info.id_space), k, v)\n"
+        ),
+        # Not a door: no incoming mark to drop.
+        Valid(
+            "class Backend:\n"
+            "    def forward(self, layer, loc_info, k, v):\n"
+            "        loc, _, _ = unwrap_write_loc(loc_info)\n"
+            "        self.pool.set_kv_buffer(layer, loc, k, v)\n"
+        ),
+        # A door without a loc parameter.
+        Valid(
+            "class Pool:\n"
+            "    def set_kv_buffer(self, *args, **kwargs):\n"
+            "        loc = unwrap_write_loc(args[1])[0]\n"
+            "        self.inner.set_kv_buffer(None, loc, args[2], args[3])\n"
+        ),
+        # The unwrapped loc is read, not forwarded.
+        Valid(
+            "class Pool:\n"
+            "    def set_kv_buffer(self, layer, loc, k, v):\n"
+            "        n = loc.loc.shape[0]\n"
+            "        self.inner.set_kv_buffer(layer, loc, k[:n], v[:n])\n"
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            "class SWAPool:\n"
+            "    def set_kv_buffer(self, layer, loc_info, k, v):\n"
+            "        loc, swa_loc, _ = unwrap_write_loc(loc_info)\n"
+            "        if layer.is_swa:\n"
+            "            loc = swa_loc\n"
+            "        self.full_kv_pool.set_kv_buffer(None, loc, k, v)\n",
+            line=6,
+            column=47,
+        ),
+        Invalid(
+            "class Pool:\n"
+            "    def set_mla_kv_buffer(self, layer, loc, k_nope, k_rope):\n"
+            "        self.inner.set_mla_kv_buffer(layer, loc.swa_loc, k_nope, k_rope)\n"
+        ),
+        Invalid(
+            "class Pool:\n"
+            "    def set_kv_buffer(self, layer, loc_info, k, v):\n"
+            "        self.inner.set_kv_buffer(layer, loc=unwrap_write_loc(loc_info)[0], cache_k=k, cache_v=v)\n"
+        ),
+        Invalid(
+            "class Pool:\n"
+            "    def _set_kv_buffer(self, q, layer, loc_info, k):\n"
+            "        inner = loc_info.full_loc[: k.shape[0]]\n"
+            "        self.pool._set_kv_buffer(q, layer, inner, k)\n"
+        ),
+    ]
+
+    @classmethod
+    def trigger_groups(cls, contract: Contract) -> tuple[tuple[str, ...], ...]:
+        return (tuple(door for door, _ in contract.write_doors), LOC_KEYWORDS)
+
+    def check(self, ctx: FileContext) -> None:
+        index = module_index(ctx)
+        doors = ctx.contract.door_loc_index
+        for site in index.calls(*doors):
+            door_method = site.function
+            if door_method is None or door_method.name.value not in doors:
+                continue
+            incoming = _loc_parameter(door_method)
+            if incoming is None:
+                continue
+            door = _callee(site.call)
+            arg = loc_argument(site.call, doors[door])
+            if arg is None or not _unwrapped(ctx, arg.value, door_method, incoming, 0):
+                continue
+            ctx.report(
+                arg.value,
+                f"`{door_method.name.value}` forwards `{ctx.code_for(arg.value)}`, taken out of the incoming "
+                f"`{incoming.name.value}`, to `{door}`: the mark is dropped; pass a write loc that carries it, "
+                f"e.g. `{ctx.contract.write_loc_class}(..., {ctx.contract.mark}={incoming.name.value}.{ctx.contract.mark})`",
+            )
+
+
+def _callee(call: cst.Call) -> str:
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value  # type: ignore[attr-defined]
+
+
+def _loc_parameter(func: cst.FunctionDef) -> Optional[cst.Param]:
+    for param in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params):
+        if param.name.value in LOC_KEYWORDS:
+            return param
+    return None
+
+
+def _unwrapped(
+    ctx: FileContext, expr: cst.BaseExpression, func: cst.FunctionDef, incoming: cst.Param, depth: int
+) -> bool:
+    """Whether every value `expr` can hold was taken out of the incoming write loc."""
+    if isinstance(expr, cst.Subscript):
+        expr = expr.value
+    if isinstance(expr, cst.Call):
+        return (
+            isinstance(expr.func, cst.Name)
+            and expr.func.value == UNWRAP_FUNCTION
+            and bool(expr.args)
+            and _is_incoming(ctx, expr.args[0].value, func, incoming)
+        )
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value in ctx.contract.write_loc_fields and _is_incoming(ctx, expr.value, func, incoming)
+    if not isinstance(expr, cst.Name) or depth >= _MAX_ALIAS_DEPTH:
+        return False
+    definitions = function_flow(ctx, func).reaching(expr)
+    if not definitions:
+        return False
+    for definition in definitions:
+        if definition.kind == "unpack" and definition.source is not None:
+            taken = definition.source
+        elif definition.kind in ("assign", "walrus") and definition.value is not None:
+            taken = definition.value
+        else:
+            return False
+        if not _unwrapped(ctx, taken, func, incoming, depth + 1):
+            return False
+    return True
+
+
+def _is_incoming(ctx: FileContext, expr: cst.BaseExpression, func: cst.FunctionDef, incoming: cst.Param) -> bool:
+    if not isinstance(expr, cst.Name):
+        return False
+    definitions = function_flow(ctx, func).reaching(expr)
+    return bool(definitions) and all(d.kind == "param" and d.param is incoming for d in definitions)

@@ -1,0 +1,218 @@
+"""KV102 unmarked-write-loc."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from kvlint.contract import Contract
+from kvlint.rule import FileContext, Replacement, Rule
+from kvlint.rules._write_loc import (
+    RawLoc,
+    factory_for,
+    keyword_argument,
+    mark_argument,
+    module_index,
+    raw_loc,
+    with_commas,
+)
+from kvlint.types import Applicability, Invalid, Severity, Valid
+
+
+class UnmarkedWriteLoc(Rule):
+    """A `KVWriteLoc(...)` built without the mark keyword carries no id space.
+
+    ## What it does
+    Flags a call of the write-loc class (`KVWriteLoc(...)`, also under an
+    import alias or as `memory_pool.KVWriteLoc(...)`) that does not pass the
+    mark keyword (`id_space`, or `physical` in upstream SGLang's spelling).
+
+    ## Why is this bad?
+    The mark's default is the untranslated id space, so an unmarked write loc
+    says "virtual" whatever its ids are. A unified pool's write door refuses it
+    (a false positive when the ids were in fact translated), or, with the check
+    off, writes through ids nobody vouched for.
+
+    ## Example
+    ```python
+    loc = KVWriteLoc(forward_batch.out_cache_loc, self.forward_metadata.swa_out_cache_loc)
+    ```
+
+    ## Use instead
+    ```python
+    loc = KVWriteLoc.for_batch(forward_batch, swa_loc=self.forward_metadata.swa_out_cache_loc)
+    ```
+
+    ## Fix safety
+    Safe when the loc is a batch's raw loc, directly or through local aliases:
+    `for_batch(fb, ...)` builds the same write loc and adds the batch's own
+    mark; positional sub-pool locs become keywords in the class's field order.
+    The cross-attention idiom becomes `for_layer(fb, layer, ...)`; a slice of the
+    batch loc gets `<mark>=fb.<batch mark>`. Any other loc has no fix: only its
+    author knows which id space it is in, so the message asks for the mark.
+
+    ## Options
+    `write-loc-class`, `write-loc-module`, `mark`, `batch-mark`,
+    `batch-factory`, `layer-factory`, `loc-attributes` in `[tool.kvlint.contract]`.
+    """
+
+    code = "KV102"
+    name = "unmarked-write-loc"
+    severity = Severity.ERROR
+    fix_applicability = Applicability.SAFE
+
+    VALID = [
+        Valid("KVWriteLoc.for_batch(forward_batch, swa_loc=swa)"),
+        Valid('KVWriteLoc(loc, id_space="kernel")'),
+        Valid('KVWriteLoc(forward_batch.encoder_out_cache_loc, id_space="virtual")'),
+        Valid("KVWriteLoc(cache_loc, physical=False)", contract={"mark": "physical"}),
+        Valid("KVWriteLoc(cache_loc, physical=True)", contract={"mark": "physical"}),
+        Valid("KVWriteLoc(*parts, **marked)"),
+        Valid("OtherLoc(forward_batch.out_cache_loc)"),
+        # The class's own factory builds it through `cls`.
+        Valid(
+            "class KVWriteLoc:\n"
+            "    @classmethod\n"
+            "    def for_batch(cls, fb):\n"
+            "        return cls(fb.out_cache_loc, id_space=fb.out_cache_loc_id_space)\n"
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            "from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n"
+            "loc = KVWriteLoc(forward_batch.out_cache_loc, self.forward_metadata.swa_out_cache_loc)\n",
+            expected_replacement="from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n"
+            "loc = KVWriteLoc.for_batch(forward_batch, swa_loc=self.forward_metadata.swa_out_cache_loc)\n",
+            line=2,
+            column=7,
+        ),
+        # Through a local alias, with the extras as keywords and positionals.
+        Invalid(
+            "from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, swa, full):\n"
+            "    cache_loc = fb.out_cache_loc\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc(cache_loc, swa, full_loc=full))\n",
+            expected_replacement="from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, swa, full):\n"
+            "    cache_loc = fb.out_cache_loc\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc.for_batch(fb, swa_loc=swa, full_loc=full))\n",
+        ),
+        # The cross-attention idiom becomes for_layer.
+        Invalid(
+            "from m import KVWriteLoc\n\n\ndef write(self, pool, layer, forward_batch):\n"
+            "    cache_loc = (\n"
+            "        forward_batch.encoder_out_cache_loc\n"
+            "        if layer.is_cross_attention\n"
+            "        else forward_batch.out_cache_loc\n"
+            "    )\n"
+            "    return KVWriteLoc(cache_loc, self.forward_metadata.swa_out_cache_loc)\n",
+            expected_replacement="from m import KVWriteLoc\n\n\ndef write(self, pool, layer, forward_batch):\n"
+            "    cache_loc = (\n"
+            "        forward_batch.encoder_out_cache_loc\n"
+            "        if layer.is_cross_attention\n"
+            "        else forward_batch.out_cache_loc\n"
+            "    )\n"
+            "    return KVWriteLoc.for_layer(forward_batch, layer, swa_loc=self.forward_metadata.swa_out_cache_loc)\n",
+        ),
+        # Under an import alias and through the module, in the physical spelling.
+        Invalid(
+            "from m import KVWriteLoc as WL\nloc = WL(fb.out_cache_loc)\n",
+            expected_replacement="from m import KVWriteLoc as WL\nloc = WL.for_batch(fb)\n",
+            contract={"mark": "physical", "batch-mark": "out_cache_loc_is_physical"},
+        ),
+        Invalid(
+            "from sglang.srt.mem_cache import memory_pool\nloc = memory_pool.KVWriteLoc(loc=fb.out_cache_loc)\n",
+            expected_replacement="from sglang.srt.mem_cache import memory_pool\n"
+            "loc = memory_pool.KVWriteLoc.for_batch(fb)\n",
+        ),
+        # A slice keeps its ids and gains the batch's mark.
+        Invalid(
+            "from m import KVWriteLoc\nloc = KVWriteLoc(fb.out_cache_loc[:n], swa)\n",
+            expected_replacement="from m import KVWriteLoc\n"
+            "loc = KVWriteLoc(fb.out_cache_loc[:n], swa, physical=fb.out_cache_loc_is_physical)\n",
+            contract={"mark": "physical", "batch-mark": "out_cache_loc_is_physical"},
+        ),
+        # A loc of unknown origin: reported, not fixed.
+        Invalid("from m import KVWriteLoc\nloc = KVWriteLoc(ctx_cache_loc)\n"),
+        Invalid(
+            "from m import KVWriteLoc\n\n\ndef write(self, fb):\n"
+            "    loc = self._translate(fb.out_cache_loc)\n"
+            "    return KVWriteLoc(loc)\n"
+        ),
+    ]
+
+    @classmethod
+    def trigger_groups(cls, contract: Contract) -> tuple[tuple[str, ...], ...]:
+        return ((contract.write_loc_class,),)
+
+    def check(self, ctx: FileContext) -> None:
+        index = module_index(ctx)
+        names = {ctx.contract.write_loc_class}
+        names.update(local for local, origin in index.imports.items() if origin.rsplit(".", 1)[-1] in names)
+        for site in index.calls(*sorted(names)):
+            call = site.call
+            if any(arg.star == "**" or _keyword(arg) == ctx.contract.mark for arg in call.args):
+                continue
+            value = _loc_value(call)
+            loc = raw_loc(ctx, value, site.function) if value is not None else None
+            message = (
+                f"`{ctx.code_for(call.func)}(...)` has no `{ctx.contract.mark}=`: the write loc says the "
+                f"untranslated id space whatever its ids are"
+            )
+            fix = self._fix(ctx, call, loc) if loc is not None else None
+            if fix is None:
+                message += f"; state the mark (`{ctx.contract.mark}=...`) or build it with a factory"
+            ctx.report(call, message, fix)
+
+    def _fix(self, ctx: FileContext, call: cst.Call, loc: RawLoc) -> Optional[Replacement]:
+        extra = _extra_as_keywords(call, ctx.contract.write_loc_fields)
+        if extra is None:
+            return None
+        if loc.form == "slice":
+            args = [arg.with_changes(comma=cst.MaybeSentinel.DEFAULT) for arg in call.args]
+            new = call.with_changes(args=with_commas([*args, mark_argument(ctx, loc.batch)]))
+            description = f"state the batch's mark: `{ctx.contract.mark}=...{ctx.contract.batch_mark}`"
+            return Replacement(call, new, Applicability.SAFE, description, ())
+        factory = factory_for(ctx, loc, extra)
+        if factory is None:
+            return None
+        new_call, imports, description = factory
+        # Keep the file's own spelling of the class (`WL`, `memory_pool.KVWriteLoc`).
+        assert isinstance(new_call.func, cst.Attribute)
+        new_call = new_call.with_changes(func=new_call.func.with_changes(value=call.func))
+        return Replacement(call, new_call, Applicability.SAFE, description, ())
+
+
+def _keyword(arg: cst.Arg) -> Optional[str]:
+    return arg.keyword.value if arg.keyword is not None else None
+
+
+def _loc_value(call: cst.Call) -> Optional[cst.BaseExpression]:
+    for arg in call.args:
+        if _keyword(arg) == "loc":
+            return arg.value
+    first = call.args[0] if call.args else None
+    if first is not None and first.keyword is None and not first.star:
+        return first.value
+    return None
+
+
+def _extra_as_keywords(call: cst.Call, fields: tuple[str, ...]) -> Optional[list[cst.Arg]]:
+    """The arguments after the loc, all as keywords by field order; None when one cannot be placed."""
+    extra: list[cst.Arg] = []
+    position = 0
+    for arg in call.args:
+        keyword = _keyword(arg)
+        if arg.star:
+            return None
+        if keyword is None:
+            if position >= len(fields):
+                return None
+            if position > 0:
+                extra.append(keyword_argument(fields[position], arg.value))
+            position += 1
+        elif keyword != "loc":
+            if keyword not in fields:
+                return None
+            extra.append(keyword_argument(keyword, arg.value))
+    return extra
+
