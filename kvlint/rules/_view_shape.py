@@ -1,0 +1,110 @@
+"""What the shape arguments of a `.view(...)` on paged KV say.
+
+A paged KV tensor is `(num_slots, *row)`. A view that pages it splits the
+slot dim: `view(-1, page_size, *row)`. KV201 flags that split; KV203 flags the
+variant that also moves a factor between the head dim and the page dim, which
+no single stride per dim can express once the slot stride is a whole entry.
+The two are exclusive: a regroup is reported by KV203 only.
+
+The predicates read spelling, not values: a page size is what is *named*
+like one (`page_size`, `self.page_size`, `PAGE_SIZE`) or the literal `1`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import libcst as cst
+
+
+def identifier(expr: cst.BaseExpression) -> Optional[str]:
+    """`name` for a Name, the trailing attribute for `a.b.name`; otherwise None."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return None
+
+
+def is_minus_one(expr: cst.BaseExpression) -> bool:
+    return (
+        isinstance(expr, cst.UnaryOperation)
+        and isinstance(expr.operator, cst.Minus)
+        and isinstance(expr.expression, cst.Integer)
+        and expr.expression.evaluated_value == 1
+    )
+
+
+def is_page_size(expr: cst.BaseExpression) -> bool:
+    """`page_size`, `self.page_size`, `PAGE_SIZE`, `pool.index_page_size`, or the literal `1`."""
+    if isinstance(expr, cst.Integer):
+        return expr.evaluated_value == 1
+    name = identifier(expr)
+    return name is not None and "page_size" in name.lower()
+
+
+def is_page_count(expr: cst.BaseExpression) -> bool:
+    """The leading dim of a paged view: `-1`, `n // page_size`, or a name like `num_pages`."""
+    if is_minus_one(expr):
+        return True
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.FloorDivide):
+        return is_page_size(expr.right)
+    name = identifier(expr)
+    return name is not None and "pages" in name.lower()
+
+
+def _names_head_count(expr: cst.BaseExpression) -> bool:
+    name = identifier(expr)
+    return name is not None and "head" in name.lower() and "dim" not in name.lower()
+
+
+def _names_dim(expr: cst.BaseExpression) -> bool:
+    name = identifier(expr)
+    return name is not None and "dim" in name.lower()
+
+
+def _regroups_heads(expr: cst.BaseExpression) -> bool:
+    """`heads // g`, `heads / g`, or `heads * g` where `g` is not a head dim.
+
+    `heads * head_dim` merges whole heads into one row and is not a regroup.
+    """
+    if not isinstance(expr, cst.BinaryOperation):
+        return False
+    if isinstance(expr.operator, (cst.FloorDivide, cst.Divide)):
+        return _names_head_count(expr.left)
+    if isinstance(expr.operator, cst.Multiply):
+        sides = (expr.left, expr.right)
+        return any(_names_head_count(side) for side in sides) and not any(_names_dim(side) for side in sides)
+    return False
+
+
+def _merges_into_page_dim(expr: cst.BaseExpression) -> bool:
+    return (
+        isinstance(expr, cst.BinaryOperation)
+        and isinstance(expr.operator, cst.Multiply)
+        and (is_page_size(expr.left) or is_page_size(expr.right))
+    )
+
+
+def is_head_regroup(args: Sequence[cst.Arg]) -> bool:
+    """A paging view that regroups heads: `view(-1, ps * g, heads // g, D)` and kin."""
+    if len(args) < 2 or any(arg.keyword is not None or arg.star for arg in args):
+        return False
+    if not is_page_count(args[0].value):
+        return False
+    return _merges_into_page_dim(args[1].value) or any(_regroups_heads(arg.value) for arg in args[1:])
+
+
+def is_page_split(args: Sequence[cst.Arg]) -> bool:
+    """`view(-1, page_size, *dims)` with at least one trailing dim (a row), and no regroup.
+
+    A trailing `*expr` counts as dims. Keywords are not a shape `.view` accepts.
+    """
+    if len(args) < 3 or any(arg.keyword is not None or arg.star == "**" for arg in args):
+        return False
+    leading, page, trailing = args[0], args[1], args[2:]
+    if leading.star or page.star or any(arg.star for arg in trailing[:-1]):
+        return False
+    if not (is_page_count(leading.value) and is_page_size(page.value)):
+        return False
+    return not is_head_regroup(args)

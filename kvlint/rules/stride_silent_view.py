@@ -1,0 +1,291 @@
+"""KV201 stride-silent-view."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import libcst as cst
+
+from kvlint.contract import Contract
+from kvlint.rule import FileContext, Replacement, Rule
+from kvlint.rules._paged_kv import paged_kv, paged_kv_trigger
+from kvlint.rules._view_shape import is_page_split
+from kvlint.rules._write_loc import module_index
+from kvlint.types import Applicability, Invalid, Severity, Valid
+
+_RUNTIME_SHIM = {"paged-helpers-module": "runtime_shim.paged"}
+
+
+class StrideSilentView(Rule):
+    """`.view(-1, page_size, ...)` on paged KV keeps the shape and loses the slot stride.
+
+    ## What it does
+    Flags a `.view(...)` on a paged KV tensor (see below) that splits its slot
+    dim into pages: the first argument is `-1` (or a page count such as
+    `n // page_size` or `num_pages`), the second a page size (a name or
+    attribute containing `page_size`, a `PAGE_SIZE`-style constant, or the
+    literal `1`), followed by the row: one dim (`view(-1, ps, R)`, the MLA
+    row view) or more (`view(-1, ps, H, D)`). A `.view` that keeps the slot
+    dim (`k_cache.view(k_cache.shape[0], -1)`) is not flagged, and neither is
+    a view that regroups heads into pseudo-pages (that is KV203).
+
+    A paged KV tensor is a value that flows, inside one function, from a pool
+    buffer accessor (`get_key_buffer`, `get_value_buffer`, `get_kv_buffer` and
+    its tuple unpacking, `k_buffer[...]`, `v_buffer[...]`, `kv_buffer[...]`),
+    through assignments, slices and `paged_view`-family results, or a
+    parameter named like `k_cache`/`v_cache_raw` (the `kv-name-fallback`).
+
+    ## Why is this bad?
+    Under the token-major pool a per-layer view is strided: its slot stride is
+    the whole entry (every layer's K and V of one token). The `.view` does not
+    raise. For `page_size > 1` it returns the right shape whose in-page token
+    stride is the entry, `2 * layer_num` times `H*D`; a kernel that derives
+    strides from the shape reads bytes that much too close together, silently.
+    At `page_size == 1` it gives the size-1 page dim the row stride instead of
+    the slot stride, which a later `.permute` moves where the kernel reads the
+    token stride. `paged_view` builds the same shape with `as_strided` from
+    the buffer's own strides, so the slot stride is explicit on both layouts.
+
+    ## Example
+    ```python
+    k_cache, v_cache = pool.get_kv_buffer(layer.layer_id)
+    k_cache = k_cache.view(-1, self.page_size, layer.tp_k_head_num, layer.head_dim)
+    kv_cache = pool.get_key_buffer(layer.layer_id).view(-1, page_size, kv_lora_rank + qk_rope_head_dim)
+    ```
+
+    ## Use instead
+    ```python
+    k_cache = paged_kv_view(k_cache, self.page_size, layer.tp_k_head_num, layer.head_dim)
+    kv_cache = paged_row_view(pool.get_key_buffer(layer.layer_id), page_size)
+    ```
+
+    ## Fix safety
+    Safe. On a contiguous buffer each helper returns exactly what the `.view`
+    returned (same shape, strides and storage); on a token-major view it
+    returns the same shape with the slot stride in the page dims, and raises
+    where the `.view` would have raised (a slot count not divisible by the
+    page size, a row that is not `H * D`). The forms:
+    `x.view(-1, ps, R)` becomes `paged_row_view(x, ps)` (`R` must be the whole
+    row, as it is for every pool buffer); `x.view(-1, ps, H, D)` becomes
+    `paged_kv_view(x, ps, H, D)`; `x.view(-1, ps, *x.shape[1:])` becomes
+    `paged_view(x, ps)`. When the helpers module defines only `paged_view`,
+    the row is shaped first: `paged_view(x.view(x.shape[0], H, D), ps)`; that
+    form names `x` twice, so it is offered only when `x` is a name or an
+    attribute chain. The helper is imported from the contract's
+    `paged-helpers-module` unless the file already has it.
+
+    ## Options
+    `buffer-accessors`, `kv-name-fallback`, `paged-helpers-module` in
+    `[tool.kvlint.contract]`; the helpers the module defines are learned from
+    the scanned tree.
+    """
+
+    code = "KV201"
+    name = "stride-silent-view"
+    severity = Severity.ERROR
+    fix_applicability = Applicability.SAFE
+
+    VALID = [
+        # Not paged KV: a query, an activation, an unrelated parameter.
+        Valid("def f(q, layer, page_size):\n    return q.view(-1, page_size, layer.tp_q_head_num, layer.head_dim)\n"),
+        # Keeps the slot dim: only the row is reshaped.
+        Valid("def f(pool, layer):\n    k_cache = pool.get_key_buffer(layer.layer_id)\n    return k_cache.view(k_cache.shape[0], -1)\n"),
+        Valid("def f(pool, layer):\n    return pool.get_key_buffer(0).view(-1, layer.tp_k_head_num, layer.head_dim)\n"),
+        # Already the safe spelling.
+        Valid("def f(k_cache, layer):\n    return paged_kv_view(k_cache, self.page_size, layer.tp_k_head_num, layer.head_dim)\n"),
+        # A head regroup is KV203's.
+        Valid("def f(k_cache, layer, g):\n    return k_cache.view(-1, self.page_size * g, layer.tp_k_head_num // g, layer.head_dim)\n"),
+        # A gather by loc is a fresh tensor, not the pool's view.
+        Valid("def f(k_cache, loc, page_size):\n    return k_cache[loc].view(-1, page_size, 8, 128)\n"),
+        # The second dim is not a page size.
+        Valid("def f(k_cache, block):\n    return k_cache.view(-1, block, 8, 128)\n"),
+        # The parameter name is not a KV cache name.
+        Valid("def f(cache, page_size):\n    return cache.view(-1, page_size, 8, 128)\n"),
+    ]
+    INVALID = [
+        Invalid(
+            "def decode(self, pool, layer):\n"
+            "    k_cache, v_cache = pool.get_kv_buffer(layer.layer_id)\n"
+            "    k_cache = k_cache.view(-1, self.page_size, layer.tp_k_head_num, layer.head_dim)\n"
+            "    return k_cache\n",
+            expected_replacement="from sglang.srt.mem_cache.layout.paged_view import paged_kv_view\n\n"
+            "def decode(self, pool, layer):\n"
+            "    k_cache, v_cache = pool.get_kv_buffer(layer.layer_id)\n"
+            "    k_cache = paged_kv_view(k_cache, self.page_size, layer.tp_k_head_num, layer.head_dim)\n"
+            "    return k_cache\n",
+            line=3,
+            column=15,
+        ),
+        # Page size 1, the case where `.view` and `paged_view` differ in stride(1).
+        Invalid(
+            "from runtime_shim.paged import paged_kv_view\n\n"
+            "def decode(self, layer):\n"
+            "    k_cache, v_cache = self.token_to_kv_pool.get_kv_buffer(layer.layer_id)\n"
+            "    return v_cache.view(-1, 1, layer.tp_v_head_num, layer.head_dim).permute(0, 2, 1, 3)\n",
+            expected_replacement="from runtime_shim.paged import paged_kv_view\n\n"
+            "def decode(self, layer):\n"
+            "    k_cache, v_cache = self.token_to_kv_pool.get_kv_buffer(layer.layer_id)\n"
+            "    return paged_kv_view(v_cache, 1, layer.tp_v_head_num, layer.head_dim).permute(0, 2, 1, 3)\n",
+            contract=_RUNTIME_SHIM,
+        ),
+        # The MLA row view, on a module constant page size.
+        Invalid(
+            "import torch\n\nPAGE_SIZE = 64\n\n"
+            "def decode(pool, layer, kv_lora_rank, qk_rope_head_dim):\n"
+            "    kv_cache = pool.get_key_buffer(layer.layer_id)\n"
+            "    return kv_cache.view(-1, PAGE_SIZE, kv_lora_rank + qk_rope_head_dim)\n",
+            expected_replacement="import torch\nfrom runtime_shim.paged import paged_row_view\n\nPAGE_SIZE = 64\n\n"
+            "def decode(pool, layer, kv_lora_rank, qk_rope_head_dim):\n"
+            "    kv_cache = pool.get_key_buffer(layer.layer_id)\n"
+            "    return paged_row_view(kv_cache, PAGE_SIZE)\n",
+            contract=_RUNTIME_SHIM,
+        ),
+        # A slice of a buffer, page size a plain local, the whole row spelt as the shape.
+        Invalid(
+            "def f(self, layer, page_size):\n"
+            "    kv = self.kv_buffer[layer.layer_id][:, :, layer.v_head_dim:]\n"
+            "    return kv.view(-1, page_size, *kv.shape[1:])\n",
+            expected_replacement="from runtime_shim.paged import paged_view\n\n"
+            "def f(self, layer, page_size):\n"
+            "    kv = self.kv_buffer[layer.layer_id][:, :, layer.v_head_dim:]\n"
+            "    return paged_view(kv, page_size)\n",
+            contract=_RUNTIME_SHIM,
+        ),
+        # A parameter named like a cache (the fallback), multi-line call kept multi-line.
+        Invalid(
+            "from runtime_shim import paged as P\n\n"
+            "def f(self, k_cache_raw, layer):\n"
+            "    return k_cache_raw.view(\n"
+            "        -1,\n"
+            "        self.page_size,\n"
+            "        layer.tp_k_head_num,\n"
+            "        layer.head_dim,\n"
+            "    )\n",
+            expected_replacement="from runtime_shim import paged as P\n\n"
+            "def f(self, k_cache_raw, layer):\n"
+            "    return P.paged_kv_view(\n"
+            "        k_cache_raw,\n"
+            "        self.page_size,\n"
+            "        layer.tp_k_head_num,\n"
+            "        layer.head_dim,\n"
+            "    )\n",
+            contract=_RUNTIME_SHIM,
+        ),
+        # Both halves of one `get_kv_buffer`, through a per-layer buffer subscript.
+        Invalid(
+            "def f(self, layer_id, page_size):\n"
+            "    k = self.k_buffer[layer_id]\n"
+            "    v = self.v_buffer[layer_id]\n"
+            "    return k.view(num_pages, page_size, 8, 128), v.view(k.shape[0] // page_size, page_size, 8, 128)\n",
+            expected_replacement="from sglang.srt.mem_cache.layout.paged_view import paged_kv_view\n\n"
+            "def f(self, layer_id, page_size):\n"
+            "    k = self.k_buffer[layer_id]\n"
+            "    v = self.v_buffer[layer_id]\n"
+            "    return paged_kv_view(k, page_size, 8, 128), paged_kv_view(v, page_size, 8, 128)\n",
+            expected_count=2,
+        ),
+    ]
+
+    @classmethod
+    def trigger_groups(cls, contract: Contract) -> tuple[tuple[str, ...], ...]:
+        return (("view",), *paged_kv_trigger(contract))
+
+    def check(self, ctx: FileContext) -> None:
+        tracker = paged_kv(ctx)
+        for site in module_index(ctx).calls("view"):
+            call = site.call
+            if not isinstance(call.func, cst.Attribute) or not is_page_split(call.args):
+                continue
+            tensor = call.func.value
+            if not tracker.holds(tensor, site.function):
+                continue
+            ctx.report(
+                call,
+                f"`{ctx.code_for(tensor)}.view(...)` splits paged KV into pages: on a token-major pool the result "
+                f"has the right shape but not the slot stride, and nothing raises; page it with `paged_view`, "
+                f"`paged_row_view` or `paged_kv_view`",
+                _fix(ctx, call, tensor),
+            )
+
+
+def _fix(ctx: FileContext, call: cst.Call, tensor: cst.BaseExpression) -> Optional[Replacement]:
+    args = call.args
+    helpers = ctx.contract.paged_helpers
+    page = args[1]
+    trailing = args[2:]
+    if len(trailing) == 1 and _is_whole_row_of(trailing[0], tensor) and "paged_view" in helpers:
+        return _replacement(ctx, call, "paged_view", [args[0].with_changes(value=tensor), _last(page, args)])
+    if any(arg.star for arg in trailing):
+        return None
+    if len(trailing) == 1 and "paged_row_view" in helpers:
+        return _replacement(ctx, call, "paged_row_view", [args[0].with_changes(value=tensor), _last(page, args)])
+    if len(trailing) == 2 and "paged_kv_view" in helpers:
+        return _replacement(ctx, call, "paged_kv_view", [args[0].with_changes(value=tensor), *args[1:]])
+    if "paged_view" in helpers and _is_pure(tensor):
+        shaped = args[0].with_changes(value=_row_shaped(tensor, trailing))
+        return _replacement(ctx, call, "paged_view", [shaped, _last(page, args)])
+    return None
+
+
+def _replacement(ctx: FileContext, call: cst.Call, helper: str, args: Sequence[cst.Arg]) -> Replacement:
+    func, imports = _helper_spelling(ctx, helper)
+    new = call.with_changes(func=func, args=args)
+    description = f"use `{helper}`, which pages with the buffer's own slot stride"
+    return Replacement(call, new, Applicability.SAFE, description, imports)
+
+
+def _helper_spelling(ctx: FileContext, helper: str) -> tuple[cst.BaseExpression, tuple[tuple[str, str], ...]]:
+    """How this file names `helper`, and the import a fix must add, if any."""
+    module = ctx.contract.paged_helpers_module
+    for statement in ctx.module.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == helper:
+            return cst.Name(helper), ()
+    imports = module_index(ctx).imports
+    for local, origin in imports.items():
+        if origin.rsplit(".", 1)[-1] == helper and "." not in local:
+            return cst.Name(local), ()
+    for local, origin in imports.items():
+        if origin == module and "." not in local:
+            return cst.Attribute(cst.Name(local), cst.Name(helper)), ()
+    return cst.Name(helper), ((module, helper),)
+
+
+def _last(page: cst.Arg, args: Sequence[cst.Arg]) -> cst.Arg:
+    """The page-size argument as the last one: it takes the closing argument's comma (and layout)."""
+    return page.with_changes(comma=args[-1].comma)
+
+
+def _is_whole_row_of(arg: cst.Arg, tensor: cst.BaseExpression) -> bool:
+    """`*tensor.shape[1:]`: the trailing dims spelt as the tensor's own row."""
+    value = arg.value
+    if arg.star != "*" or not isinstance(value, cst.Subscript) or len(value.slice) != 1:
+        return False
+    shape, index = value.value, value.slice[0].slice
+    return (
+        isinstance(shape, cst.Attribute)
+        and shape.attr.value == "shape"
+        and shape.value.deep_equals(tensor)
+        and isinstance(index, cst.Slice)
+        and isinstance(index.lower, cst.Integer)
+        and index.lower.evaluated_value == 1
+        and index.upper is None
+        and index.step is None
+    )
+
+
+def _is_pure(expr: cst.BaseExpression) -> bool:
+    """A name or attribute chain: safe to evaluate twice."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name)
+
+
+def _row_shaped(tensor: cst.BaseExpression, trailing: Sequence[cst.Arg]) -> cst.Call:
+    """`tensor.view(tensor.shape[0], *trailing)`: the slot dim kept, the row given its dims."""
+    slots = cst.Subscript(
+        cst.Attribute(tensor, cst.Name("shape")), [cst.SubscriptElement(cst.Index(cst.Integer("0")))]
+    )
+    dims = [cst.Arg(slots), *(cst.Arg(arg.value) for arg in trailing)]
+    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    args = [arg.with_changes(comma=comma) for arg in dims[:-1]] + [dims[-1]]
+    return cst.Call(cst.Attribute(tensor, cst.Name("view")), args)
