@@ -210,6 +210,18 @@ def run_page_size(args: argparse.Namespace, page_size: int, results: List[Dict[s
             bytes=kv_bytes + other, bytes_per_s=(kv_bytes + other) / (ms * 1e-3), bit_identical=identical,
         ))
 
+    # --- decode split sweep: the schedule, not the layout, sets most of the time ---
+    if args.split_sweep:
+        for splits in (1, 2, 4, 8):
+            t = time_interleaved(
+                {name: (lambda n=name, s=splits: paged_decode_attention(q, *views[n], page_table, seq_lens, num_splits=s))
+                 for name in pools},
+                iters=max(20, args.iters // 4),
+            )
+            for name in pools:
+                results.append(dict(what=f"decode_splits_{splits}", page_size=page_size, layout=name,
+                                    ms=median(t[name]), iqr_rel=spread(t[name]), bytes_per_s=(kv_bytes + other) / (median(t[name]) * 1e-3)))
+
     # --- write-door scatter ---
     step_loc = torch.stack([s[-1] for s in seq_slots]).cuda()
     prefill_loc = all_loc[: args.prefill_tokens].contiguous()
@@ -313,6 +325,15 @@ def report(results: List[Dict[str, Any]], copy_bps: float) -> str:
             f"{cr['bytes_per_s'] / 1e12:.2f} ({cr['bytes_per_s'] / H200_PEAK_BYTES_PER_S:.0%} pk, {cr['bytes_per_s'] / copy_bps:.0%} cp)",
             "", "", "finding",
         ])
+        for splits in (1, 2, 4, 8):
+            key = (f"decode_splits_{splits}", ps, "token_major")
+            if key in by:
+                tmr, cr = by[key], by[(key[0], ps, "contiguous")]
+                rows.append([
+                    f"  decode, {splits} split(s) (ms)", str(ps),
+                    f"{tmr['ms']:.3f} ({tmr['bytes_per_s'] / 1e12:.2f} TB/s)",
+                    f"{cr['ms']:.3f} ({cr['bytes_per_s'] / 1e12:.2f} TB/s)", f"{tmr['ms'] / cr['ms']:.3f}x", "", "",
+                ])
         for what, label in (("scatter_prefill_chunk", "scatter prefill"), ("scatter_decode_step", "scatter decode step")):
             tmr, cr = by[(what, ps, "token_major")], by[(what, ps, "contiguous")]
             ratio = tmr["ms"] / cr["ms"]
@@ -359,6 +380,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     parser.add_argument("--iters", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="small shapes for a smoke run")
+    parser.add_argument("--no-split-sweep", dest="split_sweep", action="store_false",
+                        help="skip timing the decode kernel at 1, 2, 4 and 8 splits")
     parser.add_argument("--json", type=Path, help="write every measurement here")
     args = parser.parse_args(argv)
     if args.quick:

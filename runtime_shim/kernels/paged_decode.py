@@ -44,10 +44,11 @@ __all__ = [
 ]
 
 _BLOCK_N = 64
-# Aim for about this many programs so that a decode batch fills an H200's
-# 132 SMs a few times over; the split count depends only on shapes and lengths,
-# never on the layout, so both layouts run the same schedule.
-_TARGET_PROGRAMS = 4 * 132
+# Aim for at least this many programs so that a decode batch fills an H200's
+# 132 SMs several times over and short sequences do not leave a long tail of
+# idle SMs; the split count depends only on shapes and lengths, never on the
+# layout, so both layouts run the same schedule.
+_TARGET_PROGRAMS = 8 * 132
 
 _impl: Optional[ModuleType] = None
 
@@ -88,7 +89,7 @@ def _choose_split(batch: int, kv_heads: int, max_pages: int, page_size: int) -> 
     """(num_splits, tokens_per_split) from shapes only."""
     max_tokens = max(max_pages * page_size, 1)
     base = max(batch * kv_heads, 1)
-    want = max(1, min(_TARGET_PROGRAMS // base, _cdiv(max_tokens, 4 * _BLOCK_N)))
+    want = max(1, min(_cdiv(_TARGET_PROGRAMS, base), _cdiv(max_tokens, 4 * _BLOCK_N)))
     tokens_per_split = _cdiv(_cdiv(max_tokens, want), _BLOCK_N) * _BLOCK_N
     return _cdiv(max_tokens, tokens_per_split), tokens_per_split
 
