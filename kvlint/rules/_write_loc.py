@@ -204,7 +204,7 @@ def factory_for(
         return None
     call, imports = factory_call(ctx, factory, [*args, *extra])
     shown = ", ".join(ctx.code_for(arg.value) for arg in args) + (", ..." if extra else "")
-    return call, imports, f"use `{contract.write_loc_class}.{factory}({shown})`"
+    return call, imports, f"pass `{contract.write_loc_class}.{factory}({shown})`"
 
 
 def with_commas(args: list[cst.Arg]) -> list[cst.Arg]:
