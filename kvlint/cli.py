@@ -203,6 +203,7 @@ def _run_options(kwargs: dict[str, Any]) -> dict[str, Any]:
         "changed": kwargs["changed"],
         "jobs": kwargs["jobs"],
         "strict_tbo": kwargs["strict_tbo"],
+        "cache": not kwargs["no_cache"],
     }
 
 

@@ -1,36 +1,37 @@
 """Run kvlint over a set of paths and return findings; never prints.
 
-The flow: discover files, read their bytes, learn the contract, prefilter by
-the selected rules' trigger words, check the survivors (in worker processes
-when there are enough of them), then run the project-level rules once over
-the facts the workers extracted.
+The flow: discover files, read their bytes, learn the contract, take what the
+result cache still holds for them, prefilter the rest by the selected rules'
+trigger words, check the survivors (in worker processes when there are enough
+of them), then run the project-level rules once over the facts the workers
+extracted.
+
+LibCST and the rules are imported only when some file has to be checked
+again: a run the cache answers entirely never loads the parser.
 """
 
 from __future__ import annotations
 
-import os
+import pickle
 import subprocess
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from kvlint.checker import CheckRequest, CheckResult, check_bytes, fingerprint
+from kvlint.cache import ProjectEntry, ResultCache, dataclass_identity, digest, project_inputs, run_key
 from kvlint.config import Config, ConfigError, TboConfig
 from kvlint.contract import Contract
 from kvlint.discovery import discover, display_path
 from kvlint.learn import learn_contract
 from kvlint.prefilter import Groups, encode_groups, passes
-from kvlint.registry import all_codes, all_rules
-from kvlint.rule import ProjectRule, ProjectViolation, Rule
 from kvlint.selection import per_file_ignored, select_codes
 from kvlint.suppression import SUPPRESSION_WORDS, parse_suppressions
 from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError
+from kvlint.workers import Progress, Work, check_all
 
-# Below this many files to parse, worker start-up costs more than it saves.
-MIN_FILES_FOR_WORKERS = 8
-
-Progress = Callable[[int, int], None]
+if TYPE_CHECKING:
+    from kvlint.rule import ProjectRule, ProjectViolation, Rule
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class RunOptions:
     changed: Optional[str] = None
     report_unused_ignores: bool = False
     strict_tbo: bool = False
+    # Read and write the result cache (the CLI's default; off for library callers).
+    cache: bool = False
 
 
 @dataclass
@@ -69,6 +72,23 @@ class _Plan:
     project_groups: tuple[Groups, ...]
     extra_words: tuple[bytes, ...]
 
+    def project_rule(self, code: str) -> ProjectRule:
+        return next(rule for rule in self.project_rules if rule.code == code)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """One file's result, fresh or from the cache."""
+
+    # None: no selected rule's trigger words, so the file was not parsed.
+    outcome: Optional[FileOutcome]
+    facts: dict[str, Any] = field(default_factory=dict)
+    # Facts from the cache stay pickled until a project rule has to run again.
+    facts_pickled: bool = False
+
+    def fact(self, code: str) -> Any:
+        return pickle.loads(self.facts[code]) if self.facts_pickled else self.facts[code]
+
 
 def run(config: Config, options: RunOptions, progress: Optional[Progress] = None) -> RunResult:
     paths = options.paths or tuple(config.root / include for include in config.include)
@@ -79,11 +99,119 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     cwd = Path.cwd()
     sources, read_errors = _read_all(files, cwd)
     contract = learn_contract(config, sources)
-    plan = _plan(config, options, contract)
+    by_path = {display_path(path, cwd): data for path, data in sources.items()}
+    config_paths = {display_path(path, cwd): _config_relative(path, config) for path in sources}
+    result_cache = _open_cache(config, options, contract, cwd) if options.cache else None
+    digests = {shown: digest(data) for shown, data in by_path.items()} if result_cache else {}
 
-    requests: list[tuple[CheckRequest, bytes]] = []
-    for path, data in sources.items():
-        shown = display_path(path, cwd)
+    @cache
+    def plan() -> _Plan:
+        return _plan(config, options, contract)
+
+    checked: dict[str, _Checked] = {}
+    for shown in by_path:
+        entry = result_cache.file(shown, digests[shown]) if result_cache else None
+        if entry is not None and not _has_fix_to_apply(entry[1], options.fix):
+            checked[shown] = _Checked(entry[1], entry[2], facts_pickled=True)
+    misses = [shown for shown in by_path if shown not in checked]
+    if misses:
+        work = _work(plan(), options, config, contract, misses, by_path, config_paths)
+        for shown in misses:
+            checked[shown] = _Checked(None)
+        for (request, _data), result in zip(work, check_all(work, options.jobs, progress)):
+            checked[request.path] = _Checked(result.outcome, result.facts)
+        if result_cache is not None:
+            for shown in misses:
+                fresh = checked[shown]
+                if fresh.outcome is None or not fresh.outcome.errors:
+                    result_cache.store_file(shown, digests[shown], _without_fix(fresh.outcome), fresh.facts)
+    # Source order, whichever results came from the cache: project rules see facts in a stable order.
+    checked = {shown: checked[shown] for shown in by_path}
+
+    findings: list[Finding] = []
+    errors = list(read_errors)
+    fixed: dict[str, tuple[bytes, bytes]] = {}
+    parsed = 0
+    for shown, result in checked.items():
+        outcome = result.outcome
+        if outcome is None:
+            continue
+        parsed += outcome.parsed
+        findings.extend(outcome.findings)
+        errors.extend(outcome.errors)
+        if outcome.fixed_source is not None:
+            fixed[shown] = (by_path[shown], outcome.fixed_source)
+
+    if result_cache is None or result_cache.project_codes is None or misses:
+        project_codes = tuple(rule.code for rule in plan().project_rules)
+        if result_cache is not None:
+            result_cache.store_project_codes(project_codes)
+    else:
+        project_codes = result_cache.project_codes
+    for code in project_codes:
+        contributors = [shown for shown, result in checked.items() if code in result.facts]
+        inputs = project_inputs(code, ((shown, digests[shown]) for shown in contributors)) if result_cache else b""
+        if result_cache is not None and options.fix is None:
+            known = result_cache.project(code, inputs, digests)
+            if known is not None:
+                findings.extend(known)
+                continue
+        project_rule = plan().project_rule(code)
+        try:
+            violations = project_rule.finish({shown: checked[shown].fact(code) for shown in contributors})
+        except Exception as exc:  # noqa: BLE001 - isolation, as for per-file rules
+            errors.append(RunError("<project>", f"internal error in rule {code}: {exc!r}", internal=True))
+            continue
+        produced = []
+        for violation in violations:
+            finding = _project_finding(project_rule, violation, by_path, config)
+            if finding is None:
+                continue
+            produced.append(finding)
+            if violation.fix is not None and _fix_allowed(violation.fix.applicability, options.fix):
+                _apply_project_edit(violation.fix, by_path, fixed, errors)
+        findings.extend(produced)
+        if result_cache is not None:
+            # A suppression comment in the file a finding sits in is an input too.
+            read = tuple(sorted({(v.path, digests[v.path]) for v in violations if v.path in digests}))
+            result_cache.store_project(code, ProjectEntry(inputs, read, tuple(produced)))
+
+    if result_cache is not None:
+        result_cache.save(by_path)
+    findings.sort(key=lambda finding: finding.sort_key)
+    errors.sort(key=lambda error: error.path)
+    return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped)
+
+
+def _open_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path) -> ResultCache:
+    key = run_key(
+        dataclass_identity(config),
+        options.select,
+        options.ignore,
+        options.report_unused_ignores,
+        options.strict_tbo,
+        dataclass_identity(contract),
+        str(cwd),
+    )
+    return ResultCache(config.root / config.cache_dir, key)
+
+
+def _work(
+    plan: _Plan,
+    options: RunOptions,
+    config: Config,
+    contract: Contract,
+    paths: Sequence[str],
+    sources: dict[str, bytes],
+    config_paths: dict[str, str],
+) -> list[Work]:
+    """A check request for each of `paths` that some selected rule's trigger words make worth parsing."""
+    from kvlint.checker import CheckRequest
+    from kvlint.registry import all_codes
+
+    work: list[Work] = []
+    for shown in paths:
+        data = sources[shown]
         rules = tuple(rule for rule, groups in zip(plan.rules, plan.rule_groups) if passes(data, groups))
         project_rules = tuple(
             rule for rule, groups in zip(plan.project_rules, plan.project_groups) if passes(data, groups)
@@ -91,59 +219,38 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         wants_comments = options.report_unused_ignores and any(word in data for word in plan.extra_words)
         if not rules and not project_rules and not wants_comments:
             continue
-        ignored = per_file_ignored(_config_relative(path, config), config.per_file_ignores, all_codes())
-        requests.append(
-            (
-                CheckRequest(
-                    path=shown,
-                    rules=rules,
-                    contract=contract,
-                    ignored_codes=ignored,
-                    report_unused_ignores=options.report_unused_ignores,
-                    fix=options.fix,
-                    project_rules=project_rules,
-                ),
-                data,
-            )
+        ignored = per_file_ignored(config_paths[shown], config.per_file_ignores, all_codes())
+        request = CheckRequest(
+            path=shown,
+            rules=rules,
+            contract=contract,
+            ignored_codes=ignored,
+            report_unused_ignores=options.report_unused_ignores,
+            fix=options.fix,
+            project_rules=project_rules,
         )
+        work.append((request, data))
+    return work
 
-    results = _check_all(requests, options.jobs, progress)
-    findings: list[Finding] = []
-    errors = list(read_errors)
-    fixed: dict[str, tuple[bytes, bytes]] = {}
-    facts: dict[str, dict[str, Any]] = {}
-    parsed = 0
-    for (request, data), result in zip(requests, results):
-        outcome = result.outcome
-        parsed += outcome.parsed
-        findings.extend(outcome.findings)
-        errors.extend(outcome.errors)
-        if outcome.fixed_source is not None:
-            fixed[outcome.path] = (data, outcome.fixed_source)
-        for code, fact in result.facts.items():
-            facts.setdefault(code, {})[outcome.path] = fact
 
-    by_path = {display_path(path, cwd): data for path, data in sources.items()}
-    for project_rule in plan.project_rules:
-        try:
-            violations = project_rule.finish(facts.get(project_rule.code, {}))
-        except Exception as exc:  # noqa: BLE001 - isolation, as for per-file rules
-            errors.append(RunError("<project>", f"internal error in rule {project_rule.code}: {exc!r}", internal=True))
-            continue
-        for violation in violations:
-            finding = _project_finding(project_rule, violation, by_path, config)
-            if finding is None:
-                continue
-            findings.append(finding)
-            if violation.fix is not None and _fix_allowed(violation.fix.applicability, options.fix):
-                _apply_project_edit(violation.fix, by_path, fixed, errors)
+def _has_fix_to_apply(outcome: Optional[FileOutcome], allowed: Optional[Applicability]) -> bool:
+    """For `fix`: a cached result answers only for a file with nothing to rewrite."""
+    if outcome is None or allowed is None:
+        return False
+    return any(
+        finding.fix is not None and finding.fix.path is None and _fix_allowed(finding.fix.applicability, allowed)
+        for finding in outcome.findings
+    )
 
-    findings.sort(key=lambda finding: finding.sort_key)
-    errors.sort(key=lambda error: error.path)
-    return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped)
+
+def _without_fix(outcome: Optional[FileOutcome]) -> Optional[FileOutcome]:
+    return None if outcome is None else replace(outcome, fixed_source=None)
 
 
 def _plan(config: Config, options: RunOptions, contract: Contract) -> _Plan:
+    from kvlint.registry import all_codes, all_rules
+    from kvlint.rule import ProjectRule, Rule
+
     select = options.select if options.select is not None else config.select
     ignore = (*config.ignore, *options.ignore) if options.select is None else options.ignore
     codes = set(select_codes(all_codes(), select, ignore))
@@ -181,52 +288,6 @@ def _read_all(files: Sequence[Path], cwd: Path) -> tuple[dict[Path, bytes], list
     return sources, errors
 
 
-def _check_all(
-    requests: list[tuple[CheckRequest, bytes]], jobs: Optional[int], progress: Optional[Progress]
-) -> list[CheckResult]:
-    total = len(requests)
-    workers = jobs if jobs is not None else default_jobs()
-    if workers <= 1 or total < MIN_FILES_FOR_WORKERS:
-        results = []
-        for done, (request, data) in enumerate(requests, 1):
-            results.append(_check_guarded(request, data))
-            if progress:
-                progress(done, total)
-        return results
-    # Largest files first, so one big file does not finish last on its own.
-    order = sorted(range(total), key=lambda i: -len(requests[i][1]))
-    slots: list[Optional[CheckResult]] = [None] * total
-    with ProcessPoolExecutor(max_workers=min(workers, total)) as pool:
-        futures = {pool.submit(_check_guarded, *requests[i]): i for i in order}
-        for done, future in enumerate(as_completed(futures), 1):
-            index = futures[future]
-            try:
-                slots[index] = future.result()
-            except Exception as exc:  # noqa: BLE001 - a dead worker loses one file, not the run
-                path = requests[index][0].path
-                slots[index] = CheckResult(
-                    FileOutcome(path, False, errors=(RunError(path, f"internal error: worker failed: {exc!r}", True),))
-                )
-            if progress:
-                progress(done, total)
-    return [slot for slot in slots if slot is not None]
-
-
-def _check_guarded(request: CheckRequest, data: bytes) -> CheckResult:
-    try:
-        return check_bytes(request, data)
-    except Exception as exc:  # noqa: BLE001 - anything unexpected is this file's internal error
-        error = RunError(request.path, f"internal error: {exc!r}", internal=True)
-        return CheckResult(FileOutcome(request.path, False, errors=(error,)))
-
-
-def default_jobs() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def _only_changed(files: list[Path], rev: str) -> list[Path]:
     top = _git(["rev-parse", "--show-toplevel"], Path.cwd())
     if top is None:
@@ -258,6 +319,8 @@ def _config_relative(path: Path, config: Config) -> str:
 def _project_finding(
     rule: ProjectRule, violation: ProjectViolation, sources: dict[str, bytes], config: Config
 ) -> Optional[Finding]:
+    from kvlint.checker import fingerprint
+
     data = sources.get(violation.path)
     if data is not None:
         ignored = per_file_ignored(violation.path, config.per_file_ignores, [rule.code])
