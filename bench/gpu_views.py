@@ -34,6 +34,26 @@ Measured, each as token-major / contiguous in the same process:
 
 Targets (issue 7): decode within 1.10x at page size >= 16, scatter within
 1.25x. A low achieved bandwidth is a finding, reported as measured.
+
+Measured on one H200 (torch 2.11, Triton 3.6), three runs, default shapes,
+331,793 tokens, token-major entry 128 KiB, device copy 4.28 TB/s:
+
+* decode, page size 16: 1.011x-1.016x in all three runs; 0.37 ms, 3.66 TB/s
+  token-major vs 3.70 contiguous (76% / 77% of 4.8 TB/s, 85% / 86% of the copy).
+* decode, page size 64: the sweep at 1, 2, 4 and 8 splits gave 1.014x-1.023x
+  (1% spread); the first timed decode after re-allocating the pools gave
+  1.022x, 1.093x and 1.109x in the three runs with a 9-10% spread for both
+  layouts. That transient is why the warm-up is now timed (0.3 s per
+  variant); the runs above predate that change.
+* splits: 1 split leaves a tail (3.55 TB/s), 2 is worst (3.3 TB/s), 4 or
+  more reach 3.66-3.74 TB/s; the default picks 3 here.
+* write-door scatter: 0.996x-1.003x; an 8k-token prefill chunk scatters at
+  417 GB/s on both layouts (torch index_put, about a tenth of the copy
+  bandwidth: a finding about the door's kernel, not the layout); the 64-token
+  decode-step scatter is launch bound (7 us).
+* guard: no GPU-time cost on the decode step (1.000x, the step is GPU
+  bound); on the host-bound door + accessor + view path it costs 1.5x-2.6x
+  (about 30-75 us a step).
 """
 
 from __future__ import annotations
@@ -104,9 +124,16 @@ def time_interleaved(
     for name, fn in fns.items():
         g = _graph_or_none(fn) if graph else None
         runners[name] = g.replay if g is not None else fn
-        for _ in range(5):  # warm-up
-            runners[name]()
-    torch.cuda.synchronize()
+    # Warm up by time, not count: on the device runs of 2026-12 the first
+    # timed decode after re-allocating the pools (page size 64) had a 10%
+    # interquartile spread for both layouts, later ones 1%.
+    for name, run in runners.items():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.3:
+            for _ in range(5):
+                run()
+            torch.cuda.synchronize()
     samples: Dict[str, List[float]] = {name: [] for name in fns}
     per_round = max(1, iters // rounds)
     for _ in range(rounds):
