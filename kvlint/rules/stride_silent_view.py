@@ -70,9 +70,9 @@ class StrideSilentView(Rule):
     `paged_kv_view(x, ps, H, D)`; `x.view(-1, ps, *x.shape[1:])` becomes
     `paged_view(x, ps)`. When the helpers module defines only `paged_view`,
     the row is shaped first: `paged_view(x.view(x.shape[0], H, D), ps)`; that
-    form names `x` twice, so it is offered only when `x` is a name or an
-    attribute chain. The helper is imported from the contract's
-    `paged-helpers-module` unless the file already has it.
+    form names `x` twice, so it is offered only when `x` is a plain name. The
+    helper is imported from the contract's `paged-helpers-module` unless the
+    file already has it.
 
     ## Options
     `buffer-accessors`, `kv-name-fallback`, `paged-helpers-module` in
@@ -221,7 +221,7 @@ def _fix(ctx: FileContext, call: cst.Call, tensor: cst.BaseExpression) -> Option
         return _replacement(ctx, call, "paged_row_view", [args[0].with_changes(value=tensor), _last(page, args)])
     if len(trailing) == 2 and "paged_kv_view" in helpers:
         return _replacement(ctx, call, "paged_kv_view", [args[0].with_changes(value=tensor), *args[1:]])
-    if "paged_view" in helpers and _is_pure(tensor):
+    if "paged_view" in helpers and isinstance(tensor, cst.Name):
         shaped = args[0].with_changes(value=_row_shaped(tensor, trailing))
         return _replacement(ctx, call, "paged_view", [shaped, _last(page, args)])
     return None
@@ -271,13 +271,6 @@ def _is_whole_row_of(arg: cst.Arg, tensor: cst.BaseExpression) -> bool:
         and index.upper is None
         and index.step is None
     )
-
-
-def _is_pure(expr: cst.BaseExpression) -> bool:
-    """A name or attribute chain: safe to evaluate twice."""
-    while isinstance(expr, cst.Attribute):
-        expr = expr.value
-    return isinstance(expr, cst.Name)
 
 
 def _row_shaped(tensor: cst.BaseExpression, trailing: Sequence[cst.Arg]) -> cst.Call:
