@@ -124,7 +124,7 @@ def time_interleaved(
     for name, fn in fns.items():
         g = _graph_or_none(fn) if graph else None
         runners[name] = g.replay if g is not None else fn
-    # Warm up by time, not count: on the device runs of 2026-12 the first
+    # Warm up by time, not count: in the device runs recorded above the first
     # timed decode after re-allocating the pools (page size 64) had a 10%
     # interquartile spread for both layouts, later ones 1%.
     for name, run in runners.items():
