@@ -23,7 +23,9 @@ class DroppedMark(Rule):
     ## What it does
     Inside the body of a method that is itself a write door (its name is a
     configured door and it takes a `loc`/`loc_info` parameter), flags a call to
-    another write door whose loc is unwrapped from the incoming loc:
+    another object's write door (not one on `self`: the pool's own helpers run
+    behind the door that holds the mark) whose loc is unwrapped from the
+    incoming loc:
     `unwrap_write_loc(loc_info)[0]`, a name unpacked from `unwrap_write_loc(...)`,
     `loc_info.loc`, `loc_info.swa_loc`, `loc_info.full_loc`.
 
@@ -80,6 +82,13 @@ class DroppedMark(Rule):
             "    def forward(self, layer, loc_info, k, v):\n"
             "        loc, _, _ = unwrap_write_loc(loc_info)\n"
             "        self.pool.set_kv_buffer(layer, loc, k, v)\n"
+        ),
+        # The pool's own helper, on `self`: the outer door holds (and checks) the mark.
+        Valid(
+            "class Pool:\n"
+            "    def set_kv_buffer(self, layer, loc_info, k, v):\n"
+            "        loc, _, _ = unwrap_write_loc(loc_info)\n"
+            "        self._set_quantized_kv_buffer(layer.layer_id, 0, loc, k, v)\n"
         ),
         # A door without a loc parameter.
         Valid(
@@ -139,6 +148,10 @@ class DroppedMark(Rule):
             incoming = _loc_parameter(door_method)
             if incoming is None:
                 continue
+            if _on_self(site.call):
+                # The outer door already holds the mark (and checks it); a call
+                # into the same pool's own helpers is not a hand-off to another pool.
+                continue
             door = _callee(site.call)
             arg = loc_argument(site.call, doors[door])
             if arg is None or not _unwrapped(ctx, arg.value, door_method, incoming, 0):
@@ -154,6 +167,11 @@ class DroppedMark(Rule):
 def _callee(call: cst.Call) -> str:
     func = call.func
     return func.attr.value if isinstance(func, cst.Attribute) else func.value  # type: ignore[attr-defined]
+
+
+def _on_self(call: cst.Call) -> bool:
+    func = call.func
+    return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
 
 
 def _loc_parameter(func: cst.FunctionDef) -> Optional[cst.Param]:
