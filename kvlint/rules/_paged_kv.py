@@ -6,7 +6,8 @@ A value is paged KV when, inside one function, it comes from
 
 * a configured buffer accessor: a call `pool.get_key_buffer(i)` (on any
   receiver; `get_kv_buffer`'s tuple is paged KV too, so its unpacked or
-  indexed parts are), or a subscript `self.k_buffer[i]`;
+  indexed parts are), or a subscript `self.k_buffer[i]` of the per-layer
+  list (a *local* named `k_buffer` is a tensor and follows the next rules);
 * a `paged_view`-family call, or a `.view(...)` of paged KV;
 * a slice of paged KV (`kv_cache[:, :, d:]`, `k[:n]`), or an integer index
   into it (`get_kv_buffer(i)[0]`). An index by a name (`k_cache[loc]`) is a
@@ -50,7 +51,7 @@ class PagedKV:
                 return True
             return name == "view" and isinstance(expr.func, cst.Attribute) and self._expr(expr.func.value, function, seen)
         if isinstance(expr, cst.Subscript):
-            if identifier(expr.value) in self._accessors:
+            if identifier(expr.value) in self._accessors and not self._is_local(expr.value, function):
                 return True
             return _keeps_paged(expr) and self._expr(expr.value, function, seen)
         if isinstance(expr, cst.Name) and function is not None:
@@ -59,6 +60,15 @@ class PagedKV:
                 self._definition(definition, function, seen) for definition in definitions
             )
         return False
+
+    def _is_local(self, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> bool:
+        """A local named like an accessor (`k_buffer = pool.get_key_buffer(i)`) is a tensor, not the
+        per-layer list: `k_buffer[loc]` then gathers rows."""
+        return (
+            isinstance(expr, cst.Name)
+            and function is not None
+            and function_flow(self._ctx, function).reaching(expr) is not None
+        )
 
     def _definition(self, definition: Definition, function: cst.FunctionDef, seen: frozenset[int]) -> bool:
         # A loop may feed a definition back into itself (`k = k[:n]`).

@@ -63,16 +63,18 @@ def _names_dim(expr: cst.BaseExpression) -> bool:
     return name is not None and "dim" in name.lower()
 
 
-def _regroups_heads(expr: cst.BaseExpression) -> bool:
-    """`heads // g`, `heads / g`, or `heads * g` where `g` is not a head dim.
+def _regroups_heads(expr: cst.BaseExpression, last: bool) -> bool:
+    """`heads // g`, `heads / g`, or `heads * g` followed by more dims, `g` not a head dim.
 
-    `heads * head_dim` merges whole heads into one row and is not a regroup.
+    As the last dim, or times a head dim, `heads * x` merges whole heads into
+    one row (`view(-1, ps, H * D)`, `view(-1, ps, H * kv_lora_rank)`): a row
+    view, not a regroup.
     """
     if not isinstance(expr, cst.BinaryOperation):
         return False
     if isinstance(expr.operator, (cst.FloorDivide, cst.Divide)):
         return _names_head_count(expr.left)
-    if isinstance(expr.operator, cst.Multiply):
+    if isinstance(expr.operator, cst.Multiply) and not last:
         sides = (expr.left, expr.right)
         return any(_names_head_count(side) for side in sides) and not any(_names_dim(side) for side in sides)
     return False
@@ -92,7 +94,10 @@ def is_head_regroup(args: Sequence[cst.Arg]) -> bool:
         return False
     if not is_page_count(args[0].value):
         return False
-    return _merges_into_page_dim(args[1].value) or any(_regroups_heads(arg.value) for arg in args[1:])
+    last = len(args) - 1
+    return _merges_into_page_dim(args[1].value) or any(
+        _regroups_heads(arg.value, i == last) for i, arg in enumerate(args) if i >= 1
+    )
 
 
 def is_page_split(args: Sequence[cst.Arg]) -> bool:
@@ -106,5 +111,9 @@ def is_page_split(args: Sequence[cst.Arg]) -> bool:
     if leading.star or page.star or any(arg.star for arg in trailing[:-1]):
         return False
     if not (is_page_count(leading.value) and is_page_size(page.value)):
+        return False
+    # A literal 1 is a page size only after -1 (`view(-1, 1, H, D)`); after a
+    # named count it is as likely a singleton dim of some other layout.
+    if isinstance(page.value, cst.Integer) and not is_minus_one(leading.value):
         return False
     return not is_head_regroup(args)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
+import libcst.matchers as m
 
 from kvlint.contract import Contract
 from kvlint.rule import FileContext, Rule
@@ -66,6 +69,14 @@ class HeadRegroupView(Rule):
         Valid("def f(q, g, layer):\n    return q.view(-1, g, layer.tp_q_head_num // g, layer.head_dim)\n"),
         # Heads merged with the head dim into one row: a row view (KV201's), not a regroup.
         Valid("def f(k_cache, layer):\n    return k_cache.view(-1, self.page_size, layer.tp_k_head_num * layer.head_dim)\n"),
+        # The exclusion is stated, as the review thread asked.
+        Valid(
+            "def f(key_cache, g, layer):\n"
+            "    assert key_cache.is_contiguous(), key_cache.stride()\n"
+            "    return key_cache.view(-1, self.page_size, layer.tp_k_head_num // g, layer.head_dim)\n"
+        ),
+        # Heads merged with the latent into one row: a row view.
+        Valid("def f(kv_cache, layer):\n    return kv_cache.view(-1, self.page_size, layer.tp_k_head_num * self.kv_lora_rank)\n"),
         # Keeps the slot dim: the regroup stays inside one row.
         Valid("def f(k_cache, g, layer):\n    return k_cache.view(k_cache.shape[0], layer.tp_k_head_num // g, -1)\n"),
     ]
@@ -99,9 +110,9 @@ class HeadRegroupView(Rule):
             if not isinstance(call.func, cst.Attribute) or not is_head_regroup(call.args):
                 continue
             tensor = call.func.value
-            if not tracker.holds(tensor, site.function):
-                continue
             name = ctx.code_for(tensor)
+            if not tracker.holds(tensor, site.function) or name in _asserted_contiguous(ctx, site.function):
+                continue
             ctx.report(
                 call,
                 f"this `.view` regroups heads of paged KV `{name}` into pseudo-pages: it raises on a token-major "
@@ -109,3 +120,19 @@ class HeadRegroupView(Rule):
                 f'`assert {name}.is_contiguous(), f"head regroup needs a contiguous paged KV view; '
                 f'strides {{{name}.stride()}}"`',
             )
+
+
+def _asserted_contiguous(ctx: FileContext, function: Optional[cst.FunctionDef]) -> frozenset[str]:
+    """Tensors (as source text) the function asserts `.is_contiguous()` of: the exclusion is stated."""
+    if function is None:
+        return frozenset()
+
+    def build() -> frozenset[str]:
+        found = set()
+        for check in m.findall(function, m.Assert()):
+            for call in m.findall(check, m.Call(func=m.Attribute(attr=m.Name("is_contiguous")))):
+                assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                found.add(ctx.code_for(call.func.value))
+        return frozenset(found)
+
+    return ctx.analysis(("asserted-contiguous", id(function)), build)

@@ -75,8 +75,13 @@ class KvLayoutCopy(Rule):
         Valid("import torch\n\ndef f(x):\n    return torch.reshape(x, (-1, 8)).contiguous()\n"),
         # A gathered set of rows is already a fresh tensor.
         Valid("def f(k_cache, loc):\n    return k_cache[loc].contiguous()\n"),
-        # A view that keeps the slot dim is not a copy.
+        # Reshaping only the row keeps the slot dim: a view even on a token-major buffer.
         Valid("def f(pool):\n    k = pool.get_key_buffer(0)\n    return k.view(k.shape[0], -1)\n"),
+        Valid("def f(pool):\n    return pool.get_key_buffer(0).flatten(1), pool.get_value_buffer(0).flatten(start_dim=1)\n"),
+        Valid("def f(k_cache):\n    return k_cache.reshape(k_cache.shape[0], -1), k_cache.reshape((k_cache.size(0), -1))\n"),
+        Valid("import torch\n\ndef f(k_cache):\n    return torch.reshape(k_cache, (k_cache.shape[0], -1))\n"),
+        # A local named like an accessor is a tensor; indexing it by loc gathers a copy.
+        Valid("def f(pool, loc):\n    k_buffer, v_buffer = pool.get_kv_buffer(0)\n    k = k_buffer[loc]\n    return k.contiguous()\n"),
         # `torch` shadowed by a parameter is not the torch module.
         Valid("import torch\n\ndef f(torch, k_cache):\n    return torch.reshape(k_cache, (-1,))\n"),
     ]
@@ -96,6 +101,7 @@ class KvLayoutCopy(Rule):
             "import torch\n\ndef f(pool, n):\n    k = pool.get_key_buffer(0)[:n]\n    return torch.reshape(k, (-1, 128))\n",
         ),
         Invalid("def f(kv_cache, layer):\n    return kv_cache[:, :, layer.v_head_dim:].contiguous()\n"),
+        Invalid("def f(k_cache):\n    return k_cache.flatten(), k_cache.flatten(0, 1), k_cache.reshape(-1, 128)\n", expected_count=3),
         Invalid(
             "from runtime_shim.paged import paged_view\n\n"
             "def f(self, page_size):\n    return paged_view(self.kv_buffer[0], page_size).contiguous()\n"
@@ -110,7 +116,7 @@ class KvLayoutCopy(Rule):
         tracker = paged_kv(ctx)
         for site in module_index(ctx).calls(*_COPY_METHODS):
             tensor = _copied_tensor(ctx, site)
-            if tensor is None or not tracker.holds(tensor, site.function):
+            if tensor is None or _keeps_slot_dim(site.call, tensor) or not tracker.holds(tensor, site.function):
                 continue
             func = site.call.func
             assert isinstance(func, cst.Attribute)
@@ -142,3 +148,40 @@ def _is_torch_module(ctx: FileContext, site: CallSite, expr: cst.BaseExpression)
     if not isinstance(expr, cst.Name) or module_index(ctx).imports.get(expr.value) != "torch":
         return False
     return site.function is None or function_flow(ctx, site.function).reaching(expr) is None
+
+
+def _keeps_slot_dim(call: cst.Call, tensor: cst.BaseExpression) -> bool:
+    """`x.flatten(1)`, `x.reshape(x.shape[0], -1)`: only the row is reshaped.
+
+    Merging dims inside one row never crosses the slot stride, so torch
+    returns a view on a token-major buffer too: no copy to report.
+    """
+    func = call.func
+    assert isinstance(func, cst.Attribute)
+    # `torch.op(x, ...)` takes the tensor first; the method form does not.
+    args = [arg for arg in call.args if arg.keyword is None][0 if func.value is tensor else 1 :]
+    if func.attr.value == "flatten":
+        start = next((arg.value for arg in call.args if arg.keyword and arg.keyword.value == "start_dim"), None)
+        if start is None and args:
+            start = args[0].value
+        return isinstance(start, cst.Integer) and start.evaluated_value >= 1
+    if func.attr.value == "reshape" and args:
+        first = args[0].value
+        if len(args) == 1 and isinstance(first, (cst.Tuple, cst.List)) and first.elements:
+            first = first.elements[0].value
+        return _is_slot_count(first)
+    return False
+
+
+def _is_slot_count(expr: cst.BaseExpression) -> bool:
+    """`t.shape[0]` or `t.size(0)`."""
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+        index = expr.slice[0].slice if len(expr.slice) == 1 else None
+        return isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) and index.value.evaluated_value == 0
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "size":
+        return (
+            len(expr.args) == 1
+            and isinstance(expr.args[0].value, cst.Integer)
+            and expr.args[0].value.evaluated_value == 0
+        )
+    return False
