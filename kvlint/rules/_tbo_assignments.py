@@ -1,0 +1,134 @@
+"""KV301: places in a module that give a batch field a value other than None.
+
+A missing Optional field only breaks a TBO split when some parent carries a
+value in it, so the rule looks for the writes that put one there:
+`batch.f = v`, `setattr(batch, "f", v)`, `Batch(f=v)`, and `cls(f=v)` /
+`ret.f = v` inside the batch class's own factories (`init_new`). A receiver
+counts as a batch only on evidence: a parameter or local annotated with the
+batch class, a local bound from a batch constructor or factory, or `self`
+inside the batch class. A bare name like `batch` is not evidence: the
+scheduler's `ScheduleBatch` shares many field names.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from kvlint.rules._tbo_facts import Assignment
+from kvlint.rules._tbo_fields import trailing_name
+from kvlint.rules._tbo_lines import LineFinder
+from kvlint.rules._tbo_walk import own_nodes
+
+SNIPPET_WIDTH = 60
+
+
+def non_none_assignments(module: cst.Module, batch_class: str, lines: LineFinder) -> list[Assignment]:
+    finder = _AssignmentFinder(module, batch_class, lines)
+    for statement in module.body:
+        finder.top = statement
+        finder.scan(statement, klass=None, batches=frozenset())
+    return finder.found
+
+
+class _AssignmentFinder:
+    def __init__(self, module: cst.Module, batch_class: str, lines: LineFinder) -> None:
+        self.module = module
+        self.batch_class = batch_class
+        self.mentions_batch = re.compile(rf"\b{re.escape(batch_class)}\b")
+        self.lines = lines
+        self.found: list[Assignment] = []
+        # The module-level statement being scanned: positions are looked up inside it.
+        self.top: cst.CSTNode = module
+
+    def scan(self, scope: cst.CSTNode, klass: Optional[str], batches: frozenset[str]) -> None:
+        """Scan one scope's own nodes, then each nested scope with its own batch names."""
+        nodes = list(own_nodes(scope))
+        if isinstance(scope, cst.ClassDef):
+            klass, batches = scope.name.value, frozenset()
+        in_batch_class = klass == self.batch_class
+        if isinstance(scope, cst.FunctionDef):
+            batches = batches | self._batch_names(scope, nodes, in_batch_class)
+        for node in nodes:
+            if node is scope:
+                continue
+            if isinstance(node, (cst.ClassDef, cst.FunctionDef, cst.Lambda)):
+                self.scan(node, klass, batches)
+            elif isinstance(node, cst.Assign):
+                for target in node.targets:
+                    self._attribute_write(node, target.target, node.value, batches)
+            elif isinstance(node, cst.AnnAssign) and node.value is not None:
+                self._attribute_write(node, node.target, node.value, batches)
+            elif isinstance(node, cst.Call):
+                self._call(node, batches, in_batch_class)
+
+    def _call(self, node: cst.Call, batches: frozenset[str], in_batch_class: bool) -> None:
+        if self._constructs_batch(node, in_batch_class):
+            for arg in node.args:
+                if arg.keyword is not None and not _is_none(arg.value):
+                    self._record(arg.keyword.value, arg)
+        elif isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) == 3:
+            receiver, name, value = (arg.value for arg in node.args)
+            if (
+                _is_name_in(receiver, batches)
+                and isinstance(name, cst.SimpleString)
+                and isinstance(name.evaluated_value, str)
+                and not _is_none(value)
+            ):
+                self._record(name.evaluated_value, node)
+
+    def _attribute_write(
+        self, statement: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression, batches: frozenset[str]
+    ) -> None:
+        if isinstance(target, cst.Attribute) and _is_name_in(target.value, batches) and not _is_none(value):
+            self._record(target.attr.value, statement)
+
+    def _record(self, field: str, node: cst.CSTNode) -> None:
+        text = " ".join(self.module.code_for_node(node).split())
+        if len(text) > SNIPPET_WIDTH:
+            text = text[: SNIPPET_WIDTH - 3] + "..."
+        self.found.append(Assignment(field, self.lines.span(node, self.top).line, text))
+
+    def _constructs_batch(self, call: cst.Call, in_batch_class: bool) -> bool:
+        """`Batch(...)`, `mod.Batch(...)`, or `cls(...)` inside the batch class."""
+        if trailing_name(call.func) == self.batch_class:
+            return True
+        return in_batch_class and isinstance(call.func, cst.Name) and call.func.value == "cls"
+
+    def _makes_batch(self, value: cst.BaseExpression, in_batch_class: bool) -> bool:
+        """A constructor or a factory on the class: `Batch(...)`, `Batch.init_new(...)`."""
+        if not isinstance(value, cst.Call):
+            return False
+        func = value.func
+        if isinstance(func, cst.Attribute) and trailing_name(func.value) == self.batch_class:
+            return True
+        return self._constructs_batch(value, in_batch_class)
+
+    def _batch_names(self, function: cst.FunctionDef, nodes: list[cst.CSTNode], in_batch_class: bool) -> set[str]:
+        names: set[str] = set()
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.annotation is not None and self._annotates_batch(param.annotation.annotation):
+                names.add(param.name.value)
+        if in_batch_class and params.params and params.params[0].name.value == "self":
+            names.add("self")
+        for node in nodes:
+            if isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name):
+                if self._annotates_batch(node.annotation.annotation):
+                    names.add(node.target.value)
+            elif isinstance(node, cst.Assign) and self._makes_batch(node.value, in_batch_class):
+                names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+        return names
+
+    def _annotates_batch(self, annotation: cst.BaseExpression) -> bool:
+        return self.mentions_batch.search(self.module.code_for_node(annotation)) is not None
+
+
+def _is_name_in(node: cst.BaseExpression, names: frozenset[str]) -> bool:
+    return isinstance(node, cst.Name) and node.value in names
+
+
+def _is_none(node: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"

@@ -1,0 +1,94 @@
+"""What KV301 learns from one file, as plain picklable data.
+
+Workers extract these from the files they parse; `finish` joins them across
+files. Nothing here holds a CST node: facts cross process boundaries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Optional
+
+
+class Default(str, Enum):
+    """What a dataclass field holds when the constructor is not given it."""
+
+    REQUIRED = "required"
+    NONE = "none"
+    # A constant or expression that is not the literal None.
+    VALUE = "value"
+    # `field(default_factory=...)`: never None.
+    FACTORY = "factory"
+
+
+@dataclass(frozen=True)
+class Span:
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+@dataclass(frozen=True)
+class FieldFact:
+    name: str
+    annotation: str
+    default: Default
+    # Source of the default (`"virtual"`, `field(default_factory=list)`), "" when required.
+    default_text: str
+    # The type a scalar check looks at: the annotation with Optional peeled off,
+    # as a plain or dotted name's last part; None for generics, unions and the like.
+    core_type: Optional[str]
+    span: Span
+
+
+@dataclass(frozen=True)
+class BaseRef:
+    # Trailing name as written (`mod.Base` -> "Base").
+    name: str
+    # Where the module imports it from ("pkg.mod.Base"), None when defined or unknown locally.
+    origin: Optional[str]
+
+
+@dataclass(frozen=True)
+class ClassFact:
+    name: str
+    bases: tuple[BaseRef, ...]
+    is_dataclass: bool
+    # Annotated class-level fields in order; empty unless `is_dataclass`.
+    fields: tuple[FieldFact, ...]
+
+
+@dataclass(frozen=True)
+class BuilderFact:
+    """The TBO child builder: which keys its dict receives and where a copy would go."""
+
+    function: str
+    line: int
+    # The dict returned as `Batch(**name)`; None when the builder returns no such call.
+    dict_name: Optional[str]
+    # The parameter holding the parent batch (first one that is not self/cls).
+    batch_param: Optional[str]
+    keys: frozenset[str]
+    # Insert new copies after this line, indented like it.
+    anchor_line: int
+    indent: str
+    # Where the builder's module imports the batch class from ("pkg.mod.ForwardBatch").
+    batch_origin: Optional[str]
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A place that gives a batch field a value that is not None."""
+
+    field: str
+    line: int
+    snippet: str
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    classes: tuple[ClassFact, ...] = ()
+    builders: tuple[BuilderFact, ...] = ()
+    assignments: tuple[Assignment, ...] = ()
