@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from kvlint.contract import LOC_KEYWORDS, Contract
-from kvlint.dataflow import function_flow
+from kvlint.dataflow import Definition, function_flow
 from kvlint.index import ModuleIndex, build_index
 from kvlint.rule import FileContext
 
@@ -119,12 +119,86 @@ def _alias(ctx: FileContext, name: cst.Name, function: cst.FunctionDef, depth: i
     definitions = function_flow(ctx, function).reaching(name)
     if not definitions:
         return None
+    idiom = _statement_idiom(ctx, function, definitions)
+    if idiom is not None:
+        return idiom
     found = []
     for definition in definitions:
         if definition.kind not in ("assign", "walrus") or definition.value is None:
             return None
         found.append(raw_loc(ctx, definition.value, function, depth + 1))
     return _agree(ctx, found)
+
+
+def _statement_idiom(
+    ctx: FileContext, function: cst.FunctionDef, definitions: frozenset[Definition]
+) -> Optional[RawLoc]:
+    """The cross-attention idiom as an `if`/`else` statement, either order:
+
+    `if layer.is_cross_attention: loc = fb.encoder_out_cache_loc` / `else: loc = fb.out_cache_loc`.
+    """
+    by_form: dict[str, Definition] = {}
+    for definition in definitions:
+        value = definition.value
+        if definition.kind != "assign" or not isinstance(value, cst.Attribute):
+            return None
+        form = "encoder" if value.attr.value == ENCODER_LOC else "batch"
+        if form == "batch" and value.attr.value not in ctx.contract.loc_attributes:
+            return None
+        by_form[form] = definition
+    if len(by_form) != 2 or len(definitions) != 2:
+        return None
+    encoder, batch = by_form["encoder"], by_form["batch"]
+    assert isinstance(encoder.value, cst.Attribute) and isinstance(batch.value, cst.Attribute)
+    if not _same(ctx, encoder.value.value, batch.value.value):
+        return None
+    for statement in _cross_attention_ifs(function):
+        test = statement.test
+        positive = not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not))
+        flag = test if positive else test.expression  # type: ignore[attr-defined]
+        assert isinstance(flag, cst.Attribute) and isinstance(statement.orelse, cst.Else)
+        cross, plain = (statement.body, statement.orelse.body)
+        if not positive:
+            cross, plain = plain, cross
+        if _holds(cross, encoder.target) and _holds(plain, batch.target):
+            return RawLoc(batch.value.value, "layer", flag.value)
+    return None
+
+
+def _cross_attention_ifs(function: cst.FunctionDef) -> list[cst.If]:
+    """`if [not] X.is_cross_attention: ... else: ...` statements in `function`."""
+    found: list[cst.If] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            test = node.test
+            if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test = test.expression
+            if (
+                isinstance(test, cst.Attribute)
+                and test.attr.value == CROSS_ATTENTION_FLAG
+                and isinstance(node.orelse, cst.Else)
+            ):
+                found.append(node)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+    function.visit(Finder())
+    return found
+
+
+def _holds(block: cst.CSTNode, target: cst.CSTNode) -> bool:
+    holds = False
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            nonlocal holds
+            holds = holds or node is target
+            return not holds
+
+    block.visit(Finder())
+    return holds
 
 
 def _agree(ctx: FileContext, found: Sequence[Optional[RawLoc]]) -> Optional[RawLoc]:

@@ -75,6 +75,15 @@ class BareWriteLoc(Rule):
         Valid("pool.set_kv_buffer(layer, KVWriteLoc.for_batch(forward_batch), k, v)"),
         Valid("pool.set_kv_buffer(layer, loc, k, v)"),
         Valid("pool.set_kv_buffer(layer, forward_batch.encoder_out_cache_loc, k, v)"),
+        # Encoder and batch locs chosen by something other than the cross-attention flag.
+        Valid(
+            "def write(pool, layer, fb, k, v, use_encoder):\n"
+            "    if use_encoder:\n"
+            "        loc = fb.encoder_out_cache_loc\n"
+            "    else:\n"
+            "        loc = fb.out_cache_loc\n"
+            "    pool.set_kv_buffer(layer, loc, k, v)\n"
+        ),
         Valid("def set_kv_buffer(self, layer, loc, cache_k, cache_v):\n    pass\n"),
         Valid("n = forward_batch.out_cache_loc.shape[0]\npool.set_kv_buffer(layer, loc, k, v)\n"),
         Valid("pool.set_kv_buffer(layer, *args)"),
@@ -188,6 +197,21 @@ class BareWriteLoc(Rule):
             expected_replacement="from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, k, v):\n"
             "    if (loc := fb.encoder_out_cache_loc if layer.is_cross_attention else fb.out_cache_loc) is not None:\n"
             "        pool.set_kv_buffer(layer, KVWriteLoc.for_layer(fb, layer), k, v)\n",
+        ),
+        # The cross-attention idiom as an if/else statement (torch_native_backend's spelling).
+        Invalid(
+            "from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, k, v):\n"
+            "    if layer.is_cross_attention:\n"
+            "        cache_loc = fb.encoder_out_cache_loc\n"
+            "    else:\n"
+            "        cache_loc = fb.out_cache_loc\n"
+            "    pool.set_kv_buffer(layer, cache_loc, k, v)\n",
+            expected_replacement="from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, k, v):\n"
+            "    if layer.is_cross_attention:\n"
+            "        cache_loc = fb.encoder_out_cache_loc\n"
+            "    else:\n"
+            "        cache_loc = fb.out_cache_loc\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc.for_layer(fb, layer), k, v)\n",
         ),
         # Without a layer factory the idiom is reported without a fix.
         Invalid(
