@@ -6,7 +6,9 @@ working directory (paths in findings are relative to it). Inside, each file's
 entry is keyed by its display path and the hash of its bytes, so editing a
 file, changing any input of the run key, or upgrading kvlint never serves a
 stale result. Project rules (KV301) are cached by the hashes of the files
-whose facts they read, and of the files their findings land in.
+whose facts they read, and of the files their findings land in. The selected
+rules' trigger words are kept too, so a run whose changed files hold none of
+them never imports a rule.
 
 Writes go to a temp file that is renamed over the old one, so two concurrent
 runs each leave a complete cache (the last one wins). A file that cannot be
@@ -25,16 +27,19 @@ import hashlib
 import os
 import pickle
 import tempfile
+import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from kvlint import __version__
+from kvlint.prefilter import Triggers
 from kvlint.types import FileOutcome, Finding
 
 # Bumped when the layout of a cache file changes.
 FORMAT = 1
 MAX_RUN_KEYS = 16
+STALE_TEMP_S = 3600
 GITIGNORE = "# Automatically created by kvlint.\n*\n"
 CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This directory is kvlint's result cache.\n"
 
@@ -57,8 +62,8 @@ class ProjectEntry:
 class _Contents:
     files: dict[str, FileEntry] = field(default_factory=dict)
     project: dict[str, ProjectEntry] = field(default_factory=dict)
-    # The project rules the selection holds, so a warm run knows them without importing rules.
-    project_codes: Optional[tuple[str, ...]] = None
+    # What the selected rules look for, so a run need not import them to skip a file.
+    triggers: Optional[Triggers] = None
 
 
 def digest(data: bytes) -> bytes:
@@ -112,11 +117,11 @@ class ResultCache:
         self._dirty = True
 
     @property
-    def project_codes(self) -> Optional[tuple[str, ...]]:
-        return self._contents.project_codes
+    def triggers(self) -> Optional[Triggers]:
+        return self._contents.triggers
 
-    def store_project_codes(self, codes: Iterable[str]) -> None:
-        self._contents.project_codes = tuple(codes)
+    def store_triggers(self, triggers: Triggers) -> None:
+        self._contents.triggers = triggers
         self._dirty = True
 
     def project(self, code: str, inputs: bytes, digests: dict[str, bytes]) -> Optional[tuple[Finding, ...]]:
@@ -136,10 +141,11 @@ class ResultCache:
 
         Entries for files not in this run are kept while the file still exists.
         """
-        if not self._dirty:
+        seen = set(seen)
+        gone = [path for path in self._contents.files if path not in seen and not os.path.exists(path)]
+        if not self._dirty and not gone:
             _touch(self._path)
             return
-        seen = set(seen)
         merged = _load(self._path)
         for path, entry in merged.files.items():
             if path not in seen and path not in self._contents.files and os.path.exists(path):
@@ -207,10 +213,19 @@ def _touch(path: Path) -> None:
 
 
 def _prune(directory: Path) -> None:
-    """Keep the most recently used run keys: old selections and configs do not pile up."""
+    """Keep the most recently used run keys: old selections and configs do not pile up.
+
+    A temp file older than `STALE_TEMP_S` belongs to a run that was killed mid-write.
+    """
     entries = []
     for entry in os.scandir(directory):
-        if entry.name.endswith(".pickle"):
+        if entry.name.endswith(".tmp"):
+            try:
+                if time.time() - entry.stat().st_mtime > STALE_TEMP_S:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+        elif entry.name.endswith(".pickle"):
             try:
                 entries.append((entry.stat().st_mtime_ns, entry.path))
             except FileNotFoundError:

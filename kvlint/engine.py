@@ -24,7 +24,7 @@ from kvlint.config import Config, ConfigError, TboConfig
 from kvlint.contract import Contract
 from kvlint.discovery import discover, display_path
 from kvlint.learn import learn_contract
-from kvlint.prefilter import Groups, encode_groups, passes
+from kvlint.prefilter import Groups, Triggers, encode_groups, passes
 from kvlint.selection import per_file_ignored, select_codes
 from kvlint.suppression import SUPPRESSION_WORDS, parse_suppressions
 from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError
@@ -114,17 +114,23 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         if entry is not None and not _has_fix_to_apply(entry[1], options.fix):
             checked[shown] = _Checked(entry[1], entry[2], facts_pickled=True)
     misses = [shown for shown in by_path if shown not in checked]
-    if misses:
-        work = _work(plan(), options, config, contract, misses, by_path, config_paths)
-        for shown in misses:
-            checked[shown] = _Checked(None)
+    triggers = result_cache.triggers if result_cache is not None else None
+    if triggers is None:
+        triggers = _triggers(plan(), options)
+        if result_cache is not None:
+            result_cache.store_triggers(triggers)
+    for shown in misses:
+        checked[shown] = _Checked(None)
+    wanted = [shown for shown in misses if triggers.wanted(by_path[shown])]
+    if wanted:
+        work = _work(plan(), options, config, contract, wanted, by_path, config_paths)
         for (request, _data), result in zip(work, check_all(work, options.jobs, progress)):
             checked[request.path] = _Checked(result.outcome, result.facts)
-        if result_cache is not None:
-            for shown in misses:
-                fresh = checked[shown]
-                if fresh.outcome is None or not fresh.outcome.errors:
-                    result_cache.store_file(shown, digests[shown], _without_fix(fresh.outcome), fresh.facts)
+    if result_cache is not None:
+        for shown in misses:
+            fresh = checked[shown]
+            if fresh.outcome is None or not fresh.outcome.errors:
+                result_cache.store_file(shown, digests[shown], _without_fix(fresh.outcome), fresh.facts)
     # Source order, whichever results came from the cache: project rules see facts in a stable order.
     checked = {shown: checked[shown] for shown in by_path}
 
@@ -142,13 +148,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         if outcome.fixed_source is not None:
             fixed[shown] = (by_path[shown], outcome.fixed_source)
 
-    if result_cache is None or result_cache.project_codes is None or misses:
-        project_codes = tuple(rule.code for rule in plan().project_rules)
-        if result_cache is not None:
-            result_cache.store_project_codes(project_codes)
-    else:
-        project_codes = result_cache.project_codes
-    for code in project_codes:
+    for code in triggers.project_codes:
         contributors = [shown for shown, result in checked.items() if code in result.facts]
         inputs = project_inputs(code, ((shown, digests[shown]) for shown in contributors)) if result_cache else b""
         if result_cache is not None and options.fix is None:
@@ -231,6 +231,14 @@ def _work(
         )
         work.append((request, data))
     return work
+
+
+def _triggers(plan: _Plan, options: RunOptions) -> Triggers:
+    return Triggers(
+        groups=(*plan.rule_groups, *plan.project_groups),
+        comment_words=plan.extra_words if options.report_unused_ignores else (),
+        project_codes=tuple(rule.code for rule in plan.project_rules),
+    )
 
 
 def _has_fix_to_apply(outcome: Optional[FileOutcome], allowed: Optional[Applicability]) -> bool:

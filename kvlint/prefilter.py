@@ -8,6 +8,7 @@ are never parsed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 Groups = tuple[tuple[bytes, ...], ...]
@@ -19,3 +20,21 @@ def encode_groups(groups: Sequence[Sequence[str]]) -> Groups:
 
 def passes(data: bytes, groups: Groups) -> bool:
     return all(any(word in data for word in group) for group in groups)
+
+
+@dataclass(frozen=True)
+class Triggers:
+    """Everything the selected rules look for in a file's bytes, without the rules themselves.
+
+    The result cache keeps it, so a run that only meets files without these
+    words never imports the rules (nor, through them, LibCST).
+    """
+
+    # One entry per selected rule, per-file and project rules alike.
+    groups: tuple[Groups, ...]
+    # Words that make a file worth reading for its suppression comments alone.
+    comment_words: tuple[bytes, ...]
+    project_codes: tuple[str, ...]
+
+    def wanted(self, data: bytes) -> bool:
+        return any(passes(data, groups) for groups in self.groups) or any(word in data for word in self.comment_words)

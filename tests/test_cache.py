@@ -1,0 +1,227 @@
+"""The result cache: a hit equals a miss, and no input change is ever served stale."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kvlint.cache
+import kvlint.engine
+from kvlint.cache import GITIGNORE
+from kvlint.config import load_config
+from kvlint.engine import RunOptions, RunResult, run
+
+BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
+MARKED_PHYSICAL = "loc = KVWriteLoc(fb.out_cache_loc, physical=fb.out_cache_loc_is_physical)\n"
+PHYSICAL_CLASS = "class KVWriteLoc:\n    loc: object\n    physical: bool\n"
+UNRELATED = "def add(a, b):\n    return a + b\n"
+
+
+class CheckCounter:
+    """Counts the files the engine hands to the checker: zero means the cache answered."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.files = 0
+        real = kvlint.engine.check_all
+
+        def counting(work: list[Any], *args: Any, **kwargs: Any) -> Any:
+            self.files += len(work)
+            return real(work, *args, **kwargs)
+
+        monkeypatch.setattr(kvlint.engine, "check_all", counting)
+
+    def take(self) -> int:
+        files, self.files = self.files, 0
+        return files
+
+
+@pytest.fixture
+def counter(monkeypatch: pytest.MonkeyPatch) -> CheckCounter:
+    return CheckCounter(monkeypatch)
+
+
+def lint(**options: Any) -> RunResult:
+    options.setdefault("cache", True)
+    options.setdefault("jobs", 1)
+    return run(load_config(), RunOptions(paths=(Path("."),), **options))
+
+
+def summary(result: RunResult) -> tuple[Any, ...]:
+    return (
+        result.files_in_scope,
+        result.files_parsed,
+        [finding.to_json() for finding in result.findings],
+        [error.to_json() for error in result.errors],
+    )
+
+
+def cache_files(root: Path) -> list[Path]:
+    return sorted((root / ".kvlint_cache").glob("v*/*.pickle"))
+
+
+def test_hit_returns_the_same_result_as_the_miss(in_tmp: Path, counter: CheckCounter) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    (in_tmp / "other.py").write_text(UNRELATED)
+    cold = lint()
+    assert counter.take() == 1
+    warm = lint()
+    assert counter.take() == 0
+    assert summary(warm) == summary(cold)
+    assert [finding.code for finding in warm.findings] == ["KV101"]
+    assert summary(lint(cache=False)) == summary(cold)
+
+
+def test_cache_directory_ignores_itself_for_git(in_tmp: Path) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    lint()
+    assert (in_tmp / ".kvlint_cache" / ".gitignore").read_text() == GITIGNORE
+    assert len(cache_files(in_tmp)) == 1
+
+
+def test_without_cache_nothing_is_read_or_written(in_tmp: Path, counter: CheckCounter) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    lint()
+    counter.take()
+    lint(cache=False)
+    assert counter.take() == 1
+    for path in cache_files(in_tmp):
+        path.unlink()
+    lint(cache=False)
+    assert cache_files(in_tmp) == []
+
+
+def test_editing_a_file_invalidates_only_that_file(in_tmp: Path, counter: CheckCounter) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    (in_tmp / "also_bad.py").write_text(BARE)
+    lint()
+    counter.take()
+    (in_tmp / "bad.py").write_text(BARE.replace("fb.out_cache_loc", "KVWriteLoc.for_batch(fb)"))
+    result = lint()
+    assert counter.take() == 1
+    assert [finding.path for finding in result.findings] == ["also_bad.py"]
+
+
+def test_changing_the_config_invalidates(in_tmp: Path, counter: CheckCounter) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    assert len(lint().findings) == 1
+    (in_tmp / "kvlint.toml").write_text('[per-file-ignores]\n"bad.py" = ["KV101"]\n')
+    assert lint().findings == []
+    assert counter.take() == 2
+
+
+def test_changing_the_selection_invalidates(in_tmp: Path, counter: CheckCounter) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    assert len(lint().findings) == 1
+    assert lint(select=("KV2",)).findings == []
+    assert len(lint(select=("KV101",)).findings) == 1
+    assert counter.take() == 2  # KV2 alone does not parse a file without its trigger words
+
+
+def test_changing_the_learned_contract_invalidates_unchanged_files(in_tmp: Path) -> None:
+    (in_tmp / "use.py").write_text(MARKED_PHYSICAL)
+    assert [finding.code for finding in lint().findings] == ["KV102"]
+    # The class definition teaches `physical` as the mark; use.py itself did not change.
+    (in_tmp / "pool.py").write_text(PHYSICAL_CLASS)
+    assert lint().findings == []
+
+
+def test_another_kvlint_build_does_not_reuse_results(
+    in_tmp: Path, counter: CheckCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    lint()
+    counter.take()
+    monkeypatch.setattr(kvlint.cache, "__version__", "99.0")
+    lint()
+    assert counter.take() == 1
+
+
+def test_a_corrupt_cache_file_is_ignored_and_rewritten(in_tmp: Path, counter: CheckCounter) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    cold = lint()
+    counter.take()
+    [path] = cache_files(in_tmp)
+    path.write_bytes(b"\x80\x05 this is not a pickle")
+    assert summary(lint()) == summary(cold)
+    assert counter.take() == 1
+    pickle.loads(path.read_bytes())
+    lint()
+    assert counter.take() == 0
+
+
+def test_a_truncated_cache_file_is_ignored(in_tmp: Path) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    cold = lint()
+    [path] = cache_files(in_tmp)
+    path.write_bytes(path.read_bytes()[:40])
+    assert summary(lint()) == summary(cold)
+
+
+def test_entries_of_deleted_files_are_dropped(in_tmp: Path) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    (in_tmp / "gone.py").write_text(BARE)
+    lint()
+    (in_tmp / "gone.py").unlink()
+    lint()
+    [path] = cache_files(in_tmp)
+    assert set(pickle.loads(path.read_bytes()).files) == {"bad.py"}
+
+
+def test_old_run_keys_are_pruned(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kvlint.cache, "MAX_RUN_KEYS", 2)
+    (in_tmp / "bad.py").write_text(BARE)
+    for select in ("KV1", "KV101", "KV10", "KV"):
+        lint(select=(select,))
+    assert len(cache_files(in_tmp)) == 2
+
+
+def test_fix_uses_cached_results_only_for_files_with_nothing_to_fix(in_tmp: Path, counter: CheckCounter) -> None:
+    from kvlint.types import Applicability
+
+    (in_tmp / "bad.py").write_text(BARE)
+    (in_tmp / "clean.py").write_text(BARE.replace("fb.out_cache_loc", "KVWriteLoc.for_batch(fb)"))
+    lint()
+    counter.take()
+    result = lint(fix=Applicability.SAFE)
+    assert counter.take() == 1
+    assert set(result.fixed) == {"bad.py"}
+
+
+def _kvlint(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "kvlint", "check", "--format", "json", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_two_concurrent_runs_leave_a_valid_cache(in_tmp: Path) -> None:
+    for i in range(12):
+        (in_tmp / f"bad_{i}.py").write_text(BARE)
+        (in_tmp / f"ok_{i}.py").write_text(UNRELATED)
+    command = [sys.executable, "-m", "kvlint", "check", "--format", "json", "--jobs", "2", "."]
+    runs = [subprocess.Popen(command, cwd=in_tmp, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [process.communicate(timeout=120)[0] for process in runs]
+    assert outputs[0] == outputs[1]
+    [path] = cache_files(in_tmp)
+    assert len(pickle.loads(path.read_bytes()).files) == 24
+    assert list(path.parent.glob("*.tmp")) == []
+    warm = _kvlint(in_tmp, "--jobs", "2", ".")
+    assert warm.stdout == outputs[0]
+    assert "libcst" not in warm.stderr
+
+
+def test_a_warm_run_never_imports_libcst(in_tmp: Path) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    cold = _kvlint(in_tmp, ".")
+    assert "libcst" in cold.stderr
+    warm = _kvlint(in_tmp, ".")
+    assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout)
+    assert "libcst" not in warm.stderr
