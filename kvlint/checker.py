@@ -17,6 +17,7 @@ import libcst as cst
 from kvlint.contract import Contract
 from kvlint.fixes import FixFailed
 from kvlint.locate import locate
+from kvlint.preparse import too_large, unparsable
 from kvlint.rule import FileContext, ProjectRule, Replacement, Rule, Violation
 from kvlint.suppression import Suppression, parse_suppressions
 from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError, Severity
@@ -50,6 +51,12 @@ class CheckResult:
 
 
 def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
+    oversized = too_large(data)
+    if oversized is not None:
+        return CheckResult(FileOutcome(request.path, False, errors=(RunError(request.path, oversized),)))
+    refused = unparsable(data, request.path)
+    if refused is not None:
+        return _syntax_error(request.path, refused.line, refused.column, refused.message)
     try:
         module = cst.parse_module(data)
     except cst.ParserSyntaxError as exc:

@@ -7,12 +7,14 @@ that was given. Paths are reported relative to the working directory.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 from kvlint.config import ConfigError
 
@@ -52,14 +54,13 @@ def discover(paths: Sequence[Path], exclude: Sequence[str], exclude_root: Path) 
             candidates = list(_walk(absolute, skipped, cwd))
             candidates = _drop_git_ignored(absolute, candidates)
         else:
-            # A file named explicitly is checked even if excluded by a directory rule.
+            # A file named explicitly is checked even if excluded by a directory rule,
+            # and even when it is a link out of the tree: the user asked for it.
+            reason = _unusable(absolute, tree=None)
+            if reason is not None:
+                skipped.append((display_path(absolute, cwd), reason))
+                continue
             candidates = [absolute]
-            if absolute.is_symlink() and not absolute.exists():
-                skipped.append((display_path(absolute, cwd), "broken symlink"))
-                continue
-            if absolute.is_dir():
-                skipped.append((display_path(absolute, cwd), "symlink to a directory, not followed"))
-                continue
         for candidate in candidates:
             if not _excluded(candidate, exclude, exclude_root):
                 found.setdefault(candidate, None)
@@ -86,17 +87,42 @@ def _walk(root: Path, skipped: list[tuple[str, str]], cwd: Path) -> Iterable[Pat
             if not name.endswith(".py"):
                 continue
             path = base / name
-            if path.is_symlink():
-                target = path.resolve()
-                if not path.exists():
-                    skipped.append((display_path(path, cwd), "broken symlink"))
-                    continue
-                if not target.is_relative_to(resolved_root):
-                    skipped.append((display_path(path, cwd), "symlink pointing outside the tree, not followed"))
-                    continue
-                if target.is_dir():
-                    continue
+            reason = _unusable(path, tree=resolved_root)
+            if reason is not None:
+                skipped.append((display_path(path, cwd), reason))
+                continue
             yield path
+
+
+def _unusable(path: Path, tree: Optional[Path]) -> Optional[str]:
+    """Why `path` cannot be checked as a Python file, or None when it can.
+
+    `tree`, when given, is the resolved directory being walked: a link that
+    leaves it is not followed. Anything but a regular file is refused because
+    reading a FIFO or a device would block or never end.
+    """
+    if path.is_symlink():
+        try:
+            target = path.resolve(strict=True)
+        except FileNotFoundError:
+            return "broken symlink"
+        except RuntimeError:  # Python < 3.13 reports a symlink loop this way
+            return "symlink loop"
+        except OSError as exc:
+            return "symlink loop" if exc.errno == errno.ELOOP else f"cannot resolve symlink: {exc.strerror}"
+        if tree is not None and not target.is_relative_to(tree):
+            return "symlink pointing outside the tree, not followed"
+        if target.is_dir():
+            return "symlink to a directory, not followed"
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"cannot stat: {exc.strerror}"
+    if stat.S_ISDIR(mode):
+        return "a directory, not a Python file"
+    if not stat.S_ISREG(mode):
+        return "not a regular file"
+    return None
 
 
 def _drop_git_ignored(root: Path, candidates: list[Path]) -> list[Path]:

@@ -135,7 +135,8 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     checked = {shown: checked[shown] for shown in by_path}
 
     findings: list[Finding] = []
-    errors = list(read_errors)
+    # Skipped paths are reported so nothing leaves scope unseen, but they are not failures.
+    errors = [RunError(path, f"skipped: {reason}") for path, reason in scope.skipped] + read_errors
     fixed: dict[str, tuple[bytes, bytes]] = {}
     parsed = 0
     for shown, result in checked.items():
