@@ -64,7 +64,17 @@ def discover(paths: Sequence[Path], exclude: Sequence[str], exclude_root: Path) 
         for candidate in candidates:
             if not _excluded(candidate, exclude, exclude_root):
                 found.setdefault(candidate, None)
-    return Scope(tuple(sorted(found)), tuple(skipped))
+    return Scope(tuple(sorted(_one_path_per_file(found))), tuple(skipped))
+
+
+def _one_path_per_file(paths: Iterable[Path]) -> list[Path]:
+    """Drop links to a file that is in scope under another path: it would be checked (and fixed) twice."""
+    chosen: dict[Path, Path] = {}
+    for path in paths:
+        target = path.resolve()
+        if target not in chosen or chosen[target].is_symlink():
+            chosen[target] = path
+    return list(chosen.values())
 
 
 def _walk(root: Path, skipped: list[tuple[str, str]], cwd: Path) -> Iterable[Path]:

@@ -14,11 +14,16 @@ import tempfile
 from pathlib import Path
 
 
+WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
 class WriteRefused(Exception):
     """The fix was not written; the message says why."""
 
 
 def write_fixed(path: Path, original: bytes, fixed: bytes) -> None:
+    # Replace the link's target, not the link: a symlink stays a symlink.
+    path = path.resolve()
     try:
         info = path.stat()
         if path.read_bytes() != original:
@@ -27,7 +32,11 @@ def write_fixed(path: Path, original: bytes, fixed: bytes) -> None:
         raise WriteRefused("file vanished since it was read") from None
     except PermissionError:
         raise WriteRefused("file is not readable") from None
-    if not os.access(path, os.W_OK):
+    except OSError as exc:
+        raise WriteRefused(f"cannot read it back: {exc.strerror or exc}") from None
+    # The mode bits count, not only access(): root may write anything, but a file
+    # someone marked read-only is a file they do not want rewritten.
+    if not info.st_mode & WRITE_BITS or not os.access(path, os.W_OK):
         raise WriteRefused("file is read-only; not fixed")
     directory = path.parent
     try:
