@@ -17,15 +17,16 @@ _RUNTIME_SHIM = {"paged-helpers-module": "runtime_shim.paged"}
 
 
 class StrideSilentView(Rule):
-    """`.view(-1, page_size, ...)` on paged KV keeps the shape and loses the slot stride.
+    """`.view(-1, page_size, ...)` on paged KV is stride-silent, and wrong at page size 1.
 
     ## What it does
     Flags a `.view(...)` on a paged KV tensor (see below) that splits its slot
     dim into pages: the first argument is `-1` (or a page count such as
     `n // page_size` or `num_pages`), the second a page size (a name or
     attribute containing `page_size`, a `PAGE_SIZE`-style constant, or the
-    literal `1`), followed by the row: one dim (`view(-1, ps, R)`, the MLA
-    row view) or more (`view(-1, ps, H, D)`). A `.view` that keeps the slot
+    literal `1` after `-1`), followed by the row: one dim (`view(-1, ps, R)`,
+    the MLA row view, flagged too because DESIGN.md's rule table lists it) or
+    more (`view(-1, ps, H, D)`). A `.view` that keeps the slot
     dim (`k_cache.view(k_cache.shape[0], -1)`) is not flagged, and neither is
     a view that regroups heads into pseudo-pages (that is KV203).
 
@@ -39,12 +40,18 @@ class StrideSilentView(Rule):
     Under the token-major pool a per-layer view is strided: its slot stride is
     the whole entry (every layer's K and V of one token). The `.view` does not
     raise. For `page_size > 1` it returns the right shape whose in-page token
-    stride is the entry, `2 * layer_num` times `H*D`; a kernel that derives
-    strides from the shape reads bytes that much too close together, silently.
-    At `page_size == 1` it gives the size-1 page dim the row stride instead of
-    the slot stride, which a later `.permute` moves where the kernel reads the
-    token stride. `paged_view` builds the same shape with `as_strided` from
-    the buffer's own strides, so the slot stride is explicit on both layouts.
+    stride is the entry, `2 * layer_num` times the `H*D` the shape suggests; a
+    kernel that derives strides from the shape reads bytes that much too close
+    together, silently. At `page_size == 1` it is wrong outright: the size-1
+    page dim gets the row stride instead of the slot stride, and a later
+    `.permute` moves it where the kernel reads the token stride. The paged
+    helpers build the view with `as_strided` from the buffer's own strides,
+    so dim 1 carries the slot stride at every page size and the code says so.
+
+    At `page_size > 1` the helpers return the very strides the `.view` did:
+    the rewrite does not make a kernel that ignores `stride()` correct. That
+    needs a stride-parity test of the kernel (contiguous vs over-strided
+    cache, equal outputs), as the review thread asked.
 
     ## Example
     ```python
@@ -201,9 +208,10 @@ class StrideSilentView(Rule):
                 continue
             ctx.report(
                 call,
-                f"`{ctx.code_for(tensor)}.view(...)` splits paged KV into pages: on a token-major pool the result "
-                f"has the right shape but not the slot stride, and nothing raises; page it with `paged_view`, "
-                f"`paged_row_view` or `paged_kv_view`",
+                f"`{ctx.code_for(tensor)}.view(...)` pages paged KV without saying which stride it keeps: on a "
+                f"token-major pool the in-page stride is the whole entry, not what the shape suggests, and at "
+                f"page size 1 the page dim gets the row stride instead of the slot stride; nothing raises. "
+                f"Page it with `paged_view`, `paged_row_view` or `paged_kv_view`",
                 _fix(ctx, call, tensor),
             )
 
