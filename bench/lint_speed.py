@@ -1,0 +1,229 @@
+"""How fast kvlint is on a real tree, against the baselines a maintainer would reach for.
+
+    python bench/lint_speed.py [TREE] [--runs 5] [--scaling 250,500,1000]
+
+TREE defaults to the latest `sglang` wheel's `sglang/srt`, downloaded once by
+`tests/corpus.py`. The tree is copied twice into a temp directory (one copy
+stays untouched, the other is a git repository where one file changes per
+pre-commit run), and the commands are run round-robin, so machine noise
+spreads evenly over them. For every command: median and min-max wall time
+(interpreter start included), the ratio to the stdlib-`ast` baseline, and the
+peak resident memory of its largest process (`wait4`'s `ru_maxrss`). Fixit 2
+and ruff are measured where they are installed (they are not dependencies).
+Then a scaling table: cold `kvlint check` on evenly spread samples of the tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent / "tests"))
+
+from corpus import CorpusUnavailable, sglang_srt  # noqa: E402
+
+KVLINT = [sys.executable, "-m", "kvlint"]
+# A Fixit rule that visits nothing: what remains is Fixit's own parse and metadata cost.
+FIXIT_NOOP_RULE = '''
+from fixit import LintRule
+
+
+class DoNothing(LintRule):
+    """Visits nothing: times Fixit's fixed cost per file."""
+'''
+
+
+@dataclass
+class Command:
+    name: str
+    argv: list[str]
+    cwd: Path
+    before: Optional[Callable[[], None]] = None
+    runs: Optional[int] = None
+    env: dict[str, str] = field(default_factory=dict)
+    times: list[float] = field(default_factory=list)
+    peak_kb: int = 0
+    last_output: str = ""
+
+
+def measure(command: Command) -> None:
+    if command.before is not None:
+        command.before()
+    env = {**os.environ, **command.env}
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        command.argv, cwd=command.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    # Read while it runs (a full pipe would stall it); wait4 then gives this process's own rusage.
+    output = process.stdout.read() if process.stdout else b""
+    _pid, status, usage = os.wait4(process.pid, 0)
+    command.times.append(time.perf_counter() - start)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode not in (0, 1):
+        raise SystemExit(f"bench: {command.name} exited {process.returncode}:\n{output.decode()[-2000:]}")
+    command.peak_kb = max(command.peak_kb, usage.ru_maxrss)
+    command.last_output = output.decode(errors="replace")
+
+
+def snapshot_kvlint(into: Path) -> dict[str, str]:
+    """A frozen copy of kvlint to time: edits to the checkout during the bench change neither
+    the code measured nor the cache key (which includes kvlint's own sources)."""
+    for package in ("kvlint", "codemods"):
+        shutil.copytree(BENCH.parent / package, into / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return {"PYTHONPATH": str(into)}
+
+
+def copy_tree(tree: Path, into: Path) -> Path:
+    target = into / tree.name
+    shutil.copytree(tree, target, ignore=shutil.ignore_patterns("__pycache__", ".kvlint_cache"))
+    # An empty config here keeps a config further up (the temp dir's parents) out of the run.
+    (into / "kvlint.toml").write_text("")
+    return target
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def file_to_change(tree: Path) -> Path:
+    """A file some rule must parse, of median size among those: a typical pre-commit edit.
+
+    In a tree without any write door, the median file of the tree.
+    """
+    files = sorted(tree.rglob("*.py"), key=lambda path: path.stat().st_size)
+    candidates = [path for path in files if b"set_kv_buffer" in path.read_bytes()] or files
+    return candidates[len(candidates) // 2]
+
+
+def appender(path: Path) -> Callable[[], None]:
+    edits = iter(range(1_000_000))
+
+    def edit() -> None:
+        with path.open("a") as out:
+            out.write(f"# bench edit {next(edits)}\n")
+
+    return edit
+
+
+def findings_count(command: Command) -> str:
+    if command.name.startswith("kvlint check"):
+        try:
+            return str(len(json.loads(command.last_output)["findings"]))
+        except (ValueError, KeyError):
+            return "?"
+    if command.name.startswith("ast"):
+        return command.last_output.strip().splitlines()[-1].split()[0]
+    return ""
+
+
+def report(commands: list[Command], baseline: Command) -> None:
+    base = statistics.median(baseline.times)
+    print(f"{'command':<34} {'median s':>9} {'min-max s':>15} {'x ast':>7} {'peak MB':>8} {'findings':>9}")
+    for command in commands:
+        median = statistics.median(command.times)
+        spread = f"{min(command.times):.2f}-{max(command.times):.2f}"
+        print(
+            f"{command.name:<34} {median:>9.2f} {spread:>15} {median / base:>7.3f} "
+            f"{command.peak_kb / 1024:>8.0f} {findings_count(command):>9}"
+        )
+
+
+def scaling(tree: Path, root: Path, sizes: list[int], runs: int, env: dict[str, str]) -> None:
+    files = sorted(path.relative_to(root).as_posix() for path in tree.rglob("*.py"))
+    print(f"\nscaling: cold `kvlint check --no-cache` on evenly spread samples ({runs} run(s) each)")
+    print(f"{'files':>6} {'MB':>6} {'parsed':>7} {'median s':>9} {'s per 1000 files':>17}")
+    for size in [*sorted(s for s in sizes if s < len(files)), len(files)]:
+        step = len(files) / size
+        sample = [files[int(i * step)] for i in range(size)]
+        argv = [*KVLINT, "check", "--no-cache", "--format", "json", *sample]
+        command = Command(str(size), argv, root, env=env)
+        for _ in range(runs):
+            measure(command)
+        parsed = json.loads(command.last_output)["files_parsed"]
+        megabytes = sum((root / name).stat().st_size for name in sample) / 1e6
+        median = statistics.median(command.times)
+        print(f"{size:>6} {megabytes:>6.1f} {parsed:>7} {median:>9.2f} {median / size * 1000:>17.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tree", nargs="?", type=Path, help="source tree (default: the latest sglang/srt)")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs of each command (default 5)")
+    parser.add_argument("--fixit-runs", type=int, default=1, help="Fixit takes minutes per run (default 1; 0: skip it)")
+    parser.add_argument("--scaling", default="250,500,1000", help="sample sizes for the scaling table")
+    parser.add_argument("--scaling-runs", type=int, default=1)
+    args = parser.parse_args()
+    try:
+        tree = (args.tree or sglang_srt()).resolve()
+    except CorpusUnavailable as exc:
+        raise SystemExit(f"bench: {exc}") from None
+
+    with tempfile.TemporaryDirectory(prefix="kvlint-bench-") as scratch:
+        clean_root, repo_root = Path(scratch, "clean"), Path(scratch, "repo")
+        clean_root.mkdir()
+        repo_root.mkdir()
+        clean = copy_tree(tree, clean_root)
+        repo = copy_tree(tree, repo_root)
+        git(repo_root, "init", "-q")
+        git(repo_root, "add", ".")
+        git(repo_root, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q", "-m", "tree")
+        changed = file_to_change(repo)
+        snapshot = Path(scratch, "kvlint-snapshot")
+        kvlint_env = snapshot_kvlint(snapshot)
+        files = sum(1 for _ in tree.rglob("*.py"))
+        print(f"tree: {tree} ({files} files); pre-commit edit: {changed.relative_to(repo_root)}")
+        print(f"{args.runs} interleaved runs on {os.cpu_count()} cores (affinity {len(os.sched_getaffinity(0))})\n")
+
+        ast_argv = [sys.executable, str(BENCH / "ast_baseline.py"), str(clean)]
+        baseline = Command("ast baseline (1 process)", ast_argv, clean_root)
+        json_check = [*KVLINT, "check", "--format", "json"]
+        kvlint_commands = [
+            Command("kvlint check cold (--no-cache)", [*json_check, "--no-cache", "."], clean_root),
+            Command("kvlint check warm", [*json_check, "."], clean_root),
+            Command("kvlint check --changed (1 file)", [*json_check, "--changed"], repo_root, appender(changed)),
+            Command("kvlint fix --diff cold", [*KVLINT, "fix", "--diff", "--no-cache", "--quiet", "."], clean_root),
+        ]
+        for command in kvlint_commands:
+            command.env = kvlint_env
+        commands = [baseline, *kvlint_commands]
+        if shutil.which("ruff"):
+            commands.append(Command("ruff check warm", ["ruff", "check", "--quiet", "--exit-zero", "."], clean_root))
+        if shutil.which("fixit") and args.fixit_runs > 0:
+            rules = Path(scratch, "rules")
+            rules.mkdir()
+            (rules / "bench_noop_rule.py").write_text(FIXIT_NOOP_RULE)
+            commands.append(
+                Command(
+                    "fixit lint, one no-op rule",
+                    ["fixit", "--rules", "bench_noop_rule", "lint", "."],
+                    clean_root,
+                    runs=args.fixit_runs,
+                    env={"PYTHONPATH": str(rules)},
+                )
+            )
+        # Untimed: fill kvlint's cache in both copies and ruff's cache, as a developer's checkout has them.
+        for warm_up in (commands[2], commands[3], *(c for c in commands if c.name.startswith("ruff"))):
+            measure(warm_up)
+            warm_up.times.clear()
+        for round_number in range(args.runs):
+            for command in commands:
+                if command.runs is None or round_number < command.runs:
+                    measure(command)
+        report(commands, baseline)
+        sizes = [int(size) for size in args.scaling.split(",") if size]
+        scaling(clean, clean_root, sizes, args.scaling_runs, kvlint_env)
+
+
+if __name__ == "__main__":
+    main()
