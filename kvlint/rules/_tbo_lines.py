@@ -20,26 +20,32 @@ from kvlint.rules._tbo_facts import Span
 class LineFinder:
     def __init__(self, module: cst.Module) -> None:
         self._module = module
-        # id(top-level statement) -> (its first line, its code)
-        self._statements: Optional[dict[int, tuple[int, str]]] = None
+        # id(top-level statement) -> (its first line, its code, the code's lines)
+        self._statements: Optional[dict[int, tuple[int, str, list[str]]]] = None
 
     def span(self, node: cst.CSTNode, top: cst.CSTNode) -> Span:
         """Where `node`'s code first appears inside the top-level statement `top`."""
-        start_line, code = self._top(top)
+        start_line, code, code_lines = self._top(top)
         text = self._module.code_for_node(node)
-        offset = max(code.find(text), 0)
+        # Generated alone, a nested node's continuation lines lose the block's
+        # indentation; its first line and its line count are the source's own.
+        first, *rest = text.split("\n")
+        offset = max(code.find(first), 0)
         line = start_line + code.count("\n", 0, offset)
         column = offset - (code.rfind("\n", 0, offset) + 1) + 1
-        last = text.rsplit("\n", 1)
-        end_column = (column - 1 + len(text) if len(last) == 1 else len(last[1])) + 1
-        return Span(line, column, line + text.count("\n"), end_column)
+        if not rest:
+            return Span(line, column, line, column + len(first))
+        end_line = line + len(rest)
+        last_source = code_lines[end_line - start_line]
+        last = rest[-1].strip()
+        return Span(line, column, end_line, last_source.rfind(last) + len(last) + 1)
 
-    def _top(self, top: cst.CSTNode) -> tuple[int, str]:
+    def _top(self, top: cst.CSTNode) -> tuple[int, str, list[str]]:
         if self._statements is None:
             self._statements = {}
             line = 1 + sum(1 for _ in self._module.header)
             for statement in self._module.body:
                 code = self._module.code_for_node(statement)
-                self._statements[id(statement)] = (line, code)
+                self._statements[id(statement)] = (line, code, code.split("\n"))
                 line += code.count("\n")
         return self._statements[id(top)]
