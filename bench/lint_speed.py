@@ -74,6 +74,8 @@ def measure(command: Command) -> None:
         raise SystemExit(f"bench: {command.name} exited {process.returncode}:\n{output.decode()[-2000:]}")
     command.peak_kb = max(command.peak_kb, usage.ru_maxrss)
     command.last_output = output.decode(errors="replace")
+    # Progress on stderr: a full run takes many minutes.
+    print(f"  {command.name}: {command.times[-1]:.2f} s", file=sys.stderr, flush=True)
 
 
 def snapshot_kvlint(into: Path) -> dict[str, str]:
