@@ -130,3 +130,17 @@ def test_codemod_command_applies_the_rewrite_with_the_configured_module(in_tmp: 
         "from runtime_shim.paged import paged_kv_view\n\n"
         "def f(k_cache, page_size):\n    return paged_kv_view(k_cache, page_size, 4, 128)\n"
     )
+
+
+def test_literal_page_size_one_counts_only_when_spelled_as_the_prefilter_sees_it() -> None:
+    from kvlint.rules.stride_silent_view import StrideSilentView
+    from kvlint.testing import run_source
+
+    head = "def f(pool, layer):\n    k_cache = pool.get_key_buffer(layer.layer_id)\n"
+    for call, flagged in [
+        ("k_cache.view(-1, 1, 8, 128)", True),
+        ("k_cache.view(-1,1, 8, 128)", True),
+        ("k_cache.view(\n        -1,\n        1,\n        8,\n        128,\n    )", False),
+    ]:
+        findings = run_source(head + f"    return {call}\n", [StrideSilentView]).findings
+        assert bool(findings) is flagged, call

@@ -117,5 +117,7 @@ def test_accessors_and_fallback_come_from_the_contract() -> None:
 
 def test_trigger_words_cover_the_default_fallback_and_drop_for_a_custom_one() -> None:
     (words,) = paged_kv_trigger(Contract())
-    assert {"get_kv_buffer", "k_buffer", "paged_view", "_cache"} <= set(words)
+    assert {"get_kv_buffer", "k_buffer", "paged_view", "k_cache", "v_cache"} <= set(words)
+    for name in ("k_cache", "v_cache", "kv_cache", "key_cache", "value_cache", "kv_cache_raw"):
+        assert any(word in name for word in words), name
     assert paged_kv_trigger(Contract(kv_name_fallback=r"^cache$")) == ()

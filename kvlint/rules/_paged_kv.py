@@ -31,6 +31,7 @@ from kvlint.rule import FileContext
 from kvlint.rules._view_shape import identifier
 
 PAGED_HELPERS = ("paged_view", "paged_row_view", "paged_kv_view")
+FALLBACK_NAME_WORDS = ("k_cache", "v_cache", "key_cache", "value_cache")
 
 
 class PagedKV:
@@ -120,9 +121,10 @@ def _unpacked_element(source: cst.BaseExpression, index: Optional[int]) -> Optio
 def paged_kv_trigger(contract: Contract) -> tuple[tuple[str, ...], ...]:
     """The trigger group of a file that may hold paged KV (empty: no word is certain).
 
-    Every name the default fallback pattern matches contains `_cache`; a custom
-    pattern promises no word, so a file is then worth parsing without one.
+    Every name the default fallback pattern matches contains one of
+    `FALLBACK_NAME_WORDS` (`kv_cache` contains `v_cache`); a custom pattern
+    promises no word, so a file is then worth parsing without one.
     """
     if contract.kv_name_fallback != DEFAULT_KV_NAME_FALLBACK:
         return ()
-    return ((*contract.buffer_accessors, *PAGED_HELPERS, "_cache"),)
+    return ((*contract.buffer_accessors, *PAGED_HELPERS, *FALLBACK_NAME_WORDS),)

@@ -35,12 +35,23 @@ def is_minus_one(expr: cst.BaseExpression) -> bool:
     )
 
 
+# Words a file must hold for a `.view` in it to page a tensor. The literal page
+# size 1 counts only spelled `-1, 1` (or `-1,1`), so the prefilter can see it.
+PAGE_SIZE_WORDS = ("page_size", "PAGE_SIZE", "-1, 1", "-1,1")
+# Words of a head regroup: a head-count name, or a factor merged into a named page size.
+REGROUP_WORDS = ("head", "Head", "HEAD", "page_size", "PAGE_SIZE")
+
+
 def is_page_size(expr: cst.BaseExpression) -> bool:
     """`page_size`, `self.page_size`, `PAGE_SIZE`, `pool.index_page_size`, or the literal `1`."""
     if isinstance(expr, cst.Integer):
         return expr.evaluated_value == 1
+    return _names_page_size(expr)
+
+
+def _names_page_size(expr: cst.BaseExpression) -> bool:
     name = identifier(expr)
-    return name is not None and "page_size" in name.lower()
+    return name is not None and ("page_size" in name or "PAGE_SIZE" in name)
 
 
 def is_page_count(expr: cst.BaseExpression) -> bool:
@@ -84,7 +95,7 @@ def _merges_into_page_dim(expr: cst.BaseExpression) -> bool:
     return (
         isinstance(expr, cst.BinaryOperation)
         and isinstance(expr.operator, cst.Multiply)
-        and (is_page_size(expr.left) or is_page_size(expr.right))
+        and (_names_page_size(expr.left) or _names_page_size(expr.right))
     )
 
 
@@ -112,8 +123,25 @@ def is_page_split(args: Sequence[cst.Arg]) -> bool:
         return False
     if not (is_page_count(leading.value) and is_page_size(page.value)):
         return False
-    # A literal 1 is a page size only after -1 (`view(-1, 1, H, D)`); after a
-    # named count it is as likely a singleton dim of some other layout.
-    if isinstance(page.value, cst.Integer) and not is_minus_one(leading.value):
+    # A literal 1 is a page size only right after -1 (`view(-1, 1, H, D)`); after
+    # a named count it is as likely a singleton dim of some other layout.
+    if isinstance(page.value, cst.Integer) and not _minus_one_then(leading):
         return False
     return not is_head_regroup(args)
+
+
+def _minus_one_then(leading: cst.Arg) -> bool:
+    """`-1, ` spelled as one of `PAGE_SIZE_WORDS` expects: no space in `-1`, at most one after the comma."""
+    value, comma = leading.value, leading.comma
+    return (
+        is_minus_one(value)
+        and isinstance(value, cst.UnaryOperation)
+        and _blank(value.operator.whitespace_after, ("",))  # type: ignore[attr-defined]
+        and isinstance(comma, cst.Comma)
+        and _blank(comma.whitespace_before, ("",))
+        and _blank(comma.whitespace_after, ("", " "))
+    )
+
+
+def _blank(whitespace: cst.BaseParenthesizableWhitespace, allowed: tuple[str, ...]) -> bool:
+    return isinstance(whitespace, cst.SimpleWhitespace) and whitespace.value in allowed

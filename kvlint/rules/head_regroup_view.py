@@ -10,7 +10,7 @@ import libcst.matchers as m
 from kvlint.contract import Contract
 from kvlint.rule import FileContext, Rule
 from kvlint.rules._paged_kv import paged_kv, paged_kv_trigger
-from kvlint.rules._view_shape import is_head_regroup
+from kvlint.rules._view_shape import REGROUP_WORDS, is_head_regroup
 from kvlint.rules._write_loc import module_index
 from kvlint.types import Invalid, Severity, Valid
 
@@ -101,7 +101,7 @@ class HeadRegroupView(Rule):
 
     @classmethod
     def trigger_groups(cls, contract: Contract) -> tuple[tuple[str, ...], ...]:
-        return (("view",), *paged_kv_trigger(contract))
+        return ((".view(",), REGROUP_WORDS, *paged_kv_trigger(contract))
 
     def check(self, ctx: FileContext) -> None:
         tracker = paged_kv(ctx)

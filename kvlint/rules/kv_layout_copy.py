@@ -18,6 +18,8 @@ from kvlint.types import Invalid, Severity, Valid
 _COPY_METHODS = ("reshape", "contiguous", "flatten")
 # `torch.<op>(x, ...)`: the same copies spelt as functions.
 _TORCH_FUNCTIONS = ("reshape", "flatten")
+# Every spelling above, method or `torch.` function, holds one of these.
+_COPY_WORDS = (".reshape(", ".contiguous(", ".flatten(")
 
 
 class KvLayoutCopy(Rule):
@@ -110,7 +112,7 @@ class KvLayoutCopy(Rule):
 
     @classmethod
     def trigger_groups(cls, contract: Contract) -> tuple[tuple[str, ...], ...]:
-        return (_COPY_METHODS, *paged_kv_trigger(contract))
+        return (_COPY_WORDS, *paged_kv_trigger(contract))
 
     def check(self, ctx: FileContext) -> None:
         tracker = paged_kv(ctx)

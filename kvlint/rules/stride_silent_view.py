@@ -9,7 +9,7 @@ import libcst as cst
 from kvlint.contract import Contract
 from kvlint.rule import FileContext, Replacement, Rule
 from kvlint.rules._paged_kv import paged_kv, paged_kv_trigger
-from kvlint.rules._view_shape import is_page_split
+from kvlint.rules._view_shape import PAGE_SIZE_WORDS, is_page_split
 from kvlint.rules._write_loc import module_index
 from kvlint.types import Applicability, Invalid, Severity, Valid
 
@@ -195,7 +195,7 @@ class StrideSilentView(Rule):
 
     @classmethod
     def trigger_groups(cls, contract: Contract) -> tuple[tuple[str, ...], ...]:
-        return (("view",), *paged_kv_trigger(contract))
+        return ((".view(",), PAGE_SIZE_WORDS, *paged_kv_trigger(contract))
 
     def check(self, ctx: FileContext) -> None:
         tracker = paged_kv(ctx)
