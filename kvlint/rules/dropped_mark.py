@@ -136,7 +136,9 @@ class DroppedMark(Rule):
 
     @classmethod
     def trigger_groups(cls, contract: Contract) -> tuple[tuple[str, ...], ...]:
-        return (tuple(door for door, _ in contract.write_doors), LOC_KEYWORDS)
+        # Only a door's own body can drop a mark, and only by unwrapping the incoming loc.
+        unwrapping = (UNWRAP_FUNCTION, *(f".{field}" for field in contract.write_loc_fields))
+        return (tuple(f"def {door}" for door, _ in contract.write_doors), unwrapping)
 
     def check(self, ctx: FileContext) -> None:
         index = module_index(ctx)
