@@ -225,3 +225,29 @@ def test_a_warm_run_never_imports_libcst(in_tmp: Path) -> None:
     warm = _kvlint(in_tmp, ".")
     assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout)
     assert "libcst" not in warm.stderr
+
+
+TBO_BATCH = "from dataclasses import dataclass\n\n\n@dataclass\nclass ForwardBatch:\n    input_ids: object\n    batch_size: int\n"
+TBO_BUILDER = (
+    "from batch import ForwardBatch\n\n\n"
+    "def filter_batch(batch, *, start, end):\n"
+    "    output_dict = dict()\n"
+    '    output_dict["input_ids"] = batch.input_ids\n'
+    "    return ForwardBatch(**output_dict)\n"
+)
+
+
+def test_a_project_rule_reruns_only_when_a_file_it_read_changes(in_tmp: Path, counter: CheckCounter) -> None:
+    (in_tmp / "batch.py").write_text(TBO_BATCH)
+    (in_tmp / "builder.py").write_text(TBO_BUILDER)
+    (in_tmp / "other.py").write_text(UNRELATED)
+    cold = lint(select=("KV301",))
+    assert [finding.code for finding in cold.findings] == ["KV301"]
+    counter.take()
+    assert summary(lint(select=("KV301",))) == summary(cold)
+    assert counter.take() == 0
+    (in_tmp / "builder.py").write_text(
+        TBO_BUILDER.replace("    return", '    output_dict["batch_size"] = end - start\n    return')
+    )
+    assert lint(select=("KV301",)).findings == []
+    assert counter.take() == 1
