@@ -20,6 +20,17 @@ BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.ou
 MARKED_PHYSICAL = "loc = KVWriteLoc(fb.out_cache_loc, physical=fb.out_cache_loc_is_physical)\n"
 PHYSICAL_CLASS = "class KVWriteLoc:\n    loc: object\n    physical: bool\n"
 UNRELATED = "def add(a, b):\n    return a + b\n"
+TBO_BATCH = (
+    "from dataclasses import dataclass\n\n\n"
+    "@dataclass\nclass ForwardBatch:\n    input_ids: object\n    batch_size: int\n"
+)
+TBO_BUILDER = (
+    "from batch import ForwardBatch\n\n\n"
+    "def filter_batch(batch, *, start, end):\n"
+    "    output_dict = dict()\n"
+    '    output_dict["input_ids"] = batch.input_ids\n'
+    "    return ForwardBatch(**output_dict)\n"
+)
 
 
 class CheckCounter:
@@ -226,15 +237,6 @@ def test_a_warm_run_never_imports_libcst(in_tmp: Path) -> None:
     assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout)
     assert "libcst" not in warm.stderr
 
-
-TBO_BATCH = "from dataclasses import dataclass\n\n\n@dataclass\nclass ForwardBatch:\n    input_ids: object\n    batch_size: int\n"
-TBO_BUILDER = (
-    "from batch import ForwardBatch\n\n\n"
-    "def filter_batch(batch, *, start, end):\n"
-    "    output_dict = dict()\n"
-    '    output_dict["input_ids"] = batch.input_ids\n'
-    "    return ForwardBatch(**output_dict)\n"
-)
 
 
 def test_a_project_rule_reruns_only_when_a_file_it_read_changes(in_tmp: Path, counter: CheckCounter) -> None:
