@@ -35,8 +35,10 @@ def changes_outside_fixes(original: str, fixed: str, findings: list[dict[str, An
 
     `inserted` holds the lines project-rule edits may add anywhere in this file.
     """
-    expected = splice_replacements(original, findings).splitlines()
-    actual = fixed.splitlines()
+    # Lines compare without their indentation: a reported multi-line replacement is
+    # rendered on its own, at column 0, while the fix writes it at the node's indent.
+    expected = [line.strip() for line in splice_replacements(original, findings).splitlines()]
+    actual = [line.strip() for line in fixed.splitlines()]
     allowed_insertions = {line.strip() for line in inserted}
     stray: list[str] = []
     matcher = difflib.SequenceMatcher(None, expected, actual, autojunk=False)
@@ -44,8 +46,7 @@ def changes_outside_fixes(original: str, fixed: str, findings: list[dict[str, An
         if tag == "equal":
             continue
         for line in expected[i1:i2] + actual[j1:j2]:
-            text = line.strip()
-            if not text or text.startswith(IMPORT_PREFIXES) or text in allowed_insertions:
+            if not line or line.startswith(IMPORT_PREFIXES) or line in allowed_insertions:
                 continue
             stray.append(line)
     return stray
