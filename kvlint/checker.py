@@ -7,6 +7,7 @@ that file and rule, and the other rules still run.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import traceback
 from dataclasses import dataclass, field
@@ -17,7 +18,9 @@ import libcst as cst
 from kvlint.contract import Contract
 from kvlint.fixes import FixFailed
 from kvlint.locate import locate
-from kvlint.preparse import too_large, unparsable
+from kvlint.fragment import skeleton
+from kvlint.preparse import Unparsable, python_tree, too_large
+from kvlint.prefilter import encode_groups
 from kvlint.rule import FileContext, ProjectRule, Replacement, Rule, Violation
 from kvlint.suppression import Suppression, parse_suppressions
 from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError, Severity
@@ -54,11 +57,11 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     oversized = too_large(data)
     if oversized is not None:
         return CheckResult(FileOutcome(request.path, False, errors=(RunError(request.path, oversized),)))
-    refused = unparsable(data, request.path)
-    if refused is not None:
-        return _syntax_error(request.path, refused.line, refused.column, refused.message)
+    tree = python_tree(data, request.path)
+    if isinstance(tree, Unparsable):
+        return _syntax_error(request.path, tree.line, tree.column, tree.message)
     try:
-        module = cst.parse_module(data)
+        module = cst.parse_module(_source_to_parse(request, data, tree))
     except cst.ParserSyntaxError as exc:
         return _syntax_error(request.path, *_python_syntax_error(data, request.path, exc))
     except UnicodeDecodeError as exc:
@@ -91,6 +94,19 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
         if fix_error is not None:
             errors.append(fix_error)
     return CheckResult(FileOutcome(request.path, True, tuple(findings), tuple(errors), fixed_source), facts)
+
+
+def _source_to_parse(request: CheckRequest, data: bytes, tree: ast.Module) -> bytes:
+    """Only the functions the rules could flag, when nothing needs the whole file.
+
+    Project rules read whole modules, unused-ignore reports read every comment,
+    and fixes rewrite the file, so each of those parses all of it.
+    """
+    if request.project_rules or request.report_unused_ignores or request.fix is not None:
+        return data
+    groups = [encode_groups(rule.trigger_groups(request.contract)) for rule in request.rules]
+    cut = skeleton(data, tree, groups)
+    return data if cut is None else cut
 
 
 def _run_rules(ctx: FileContext, rules: Sequence[type[Rule]]) -> list[RunError]:

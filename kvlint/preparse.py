@@ -45,8 +45,8 @@ def too_large(data: bytes) -> Optional[str]:
     )
 
 
-def unparsable(data: bytes, path: str) -> Optional[Unparsable]:
-    """None when LibCST may parse `data`; otherwise what to report as KV000."""
+def python_tree(data: bytes, path: str) -> ast.Module | Unparsable:
+    """CPython's tree of `data` when LibCST may parse it too; otherwise what to report as KV000."""
     problem = _undecodable(data)
     if problem is not None:
         return problem
@@ -62,7 +62,8 @@ def unparsable(data: bytes, path: str) -> Optional[Unparsable]:
     depth, line = _deepest(tree)
     if depth > MAX_NESTING:
         return Unparsable(line, 1, f"nested {depth} levels deep, more than the {MAX_NESTING} kvlint parses")
-    return None
+    assert isinstance(tree, ast.Module)
+    return tree
 
 
 def _undecodable(data: bytes) -> Optional[Unparsable]:
