@@ -84,7 +84,8 @@ def _regroups_heads(expr: cst.BaseExpression, last: bool) -> bool:
     if not isinstance(expr, cst.BinaryOperation):
         return False
     if isinstance(expr.operator, (cst.FloorDivide, cst.Divide)):
-        return _names_head_count(expr.left)
+        # `heads // g` or `H // head_group_num`: either side says it splits heads.
+        return _names_head_count(expr.left) or _names_head_count(expr.right)
     if isinstance(expr.operator, cst.Multiply) and not last:
         sides = (expr.left, expr.right)
         return any(_names_head_count(side) for side in sides) and not any(_names_dim(side) for side in sides)

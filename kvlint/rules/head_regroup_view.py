@@ -93,6 +93,13 @@ class HeadRegroupView(Rule):
             "    return key_cache\n",
             line=3,
         ),
+        # A head count named `H`, split by a factor named after heads.
+        Invalid(
+            "def regroup(pool, layer, page_size, H, D, head_group_num):\n"
+            "    k_cache = paged_kv_view(pool.get_key_buffer(layer.layer_id), page_size, H, D)\n"
+            "    return k_cache.view(-1, page_size, H // head_group_num, D)\n",
+            line=3,
+        ),
         # Only the head count is divided; the page size is plain.
         Invalid("def f(v_cache, page_size, g, layer):\n    return v_cache.view(-1, page_size, layer.tp_v_head_num // g, layer.v_head_dim)\n"),
         # A factor merged into the page dim, heads split in two dims.
