@@ -20,7 +20,7 @@ from kvlint.fixes import FixFailed
 from kvlint.locate import locate
 from kvlint.fragment import skeleton
 from kvlint.preparse import Unparsable, python_tree, too_large
-from kvlint.prefilter import encode_groups
+from kvlint.prefilter import encode_groups, passes
 from kvlint.rule import FileContext, ProjectRule, Replacement, Rule, Violation
 from kvlint.suppression import Suppression, parse_suppressions
 from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError, Severity
@@ -99,12 +99,16 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
 def _source_to_parse(request: CheckRequest, data: bytes, tree: ast.Module) -> bytes:
     """Only the functions the rules could flag, when nothing needs the whole file.
 
-    Project rules read whole modules, unused-ignore reports read every comment,
-    and fixes rewrite the file, so each of those parses all of it.
+    Unused-ignore reports read every comment, fixes rewrite the file, and a
+    project rule may ask for some files whole: each of those parses all of it.
     """
-    if request.project_rules or request.report_unused_ignores or request.fix is not None:
+    if request.report_unused_ignores or request.fix is not None:
+        return data
+    project_rules = request.project_rules
+    if any(passes(data, encode_groups(rule.whole_file_groups(rule.options))) for rule in project_rules):
         return data
     groups = [encode_groups(rule.trigger_groups(request.contract)) for rule in request.rules]
+    groups += [encode_groups(rule.trigger_groups(rule.options)) for rule in project_rules]
     cut = skeleton(data, tree, groups)
     return data if cut is None else cut
 

@@ -140,6 +140,15 @@ class ProjectRule:
     def trigger_groups(cls, options: Any) -> tuple[tuple[str, ...], ...]:
         raise NotImplementedError
 
+    @classmethod
+    def whole_file_groups(cls, options: Any) -> tuple[tuple[str, ...], ...]:
+        """Word groups of files `extract` must see whole.
+
+        Any other file passing `trigger_groups` is cut to the functions that
+        pass them (see `kvlint.fragment`). By default every file is read whole.
+        """
+        return cls.trigger_groups(options)
+
     def extract(self, ctx: FileContext) -> Any:
         """Picklable facts about one file, or None when it holds nothing of interest."""
         raise NotImplementedError

@@ -109,3 +109,22 @@ def test_real_corpus_gives_the_same_findings_cut_or_whole() -> None:
     srt = sglang_srt_or_skip()
     for path in sorted(srt.rglob("*.py")):
         _same_findings_as_whole_file(path, path.relative_to(srt).as_posix())
+
+
+def _kv301_findings(root: Path, fix: Applicability | None) -> list:
+    from kvlint.config import Config
+    from kvlint.engine import RunOptions, run
+
+    options = RunOptions(paths=(root,), select=("KV301",), strict_tbo=True, fix=fix, jobs=2)
+    return run(Config(), options).findings
+
+
+def test_project_rule_gives_the_same_findings_from_cut_files() -> None:
+    assert _kv301_findings(EXAMPLES, None)
+    assert _kv301_findings(EXAMPLES, None) == _kv301_findings(EXAMPLES, Applicability.UNSAFE)
+
+
+@pytest.mark.corpus
+def test_project_rule_gives_the_same_findings_from_cut_files_on_the_real_corpus() -> None:
+    srt = sglang_srt_or_skip()
+    assert _kv301_findings(srt, None) == _kv301_findings(srt, Applicability.UNSAFE)

@@ -100,6 +100,12 @@ class TboFieldNotCopied(ProjectRule):
         # typed or built with the class, so files without its name hold nothing.
         return ((options.batch_class,),)
 
+    @classmethod
+    def whole_file_groups(cls, options: TboConfig) -> tuple[tuple[str, ...], ...]:
+        # Fields and builders are read from their definitions; elsewhere only
+        # functions that name the batch class can assign a batch's field.
+        return ((f"class {options.batch_class}", f"def {options.child_builder}"),)
+
     def extract(self, ctx: FileContext) -> Optional[FileFacts]:
         module = ctx.module
         lines = LineFinder(module)
