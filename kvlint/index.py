@@ -13,6 +13,7 @@ from typing import Optional
 
 import libcst as cst
 
+from kvlint.walk import code_children
 
 
 @dataclass(frozen=True)
@@ -51,56 +52,46 @@ def callee_name(call: cst.Call) -> Optional[str]:
 
 
 def build_index(module: cst.Module) -> ModuleIndex:
-    collector = _IndexCollector()
-    module.visit(collector)
-    return collector.index
+    index = ModuleIndex()
+    # (node, innermost function, innermost class) in source order.
+    stack: list[tuple[cst.CSTNode, Optional[cst.FunctionDef], Optional[cst.ClassDef]]] = [(module, None, None)]
+    while stack:
+        node, function, klass = stack.pop()
+        if isinstance(node, cst.Call):
+            name = callee_name(node)
+            if name is not None:
+                index.calls_by_name[name].append(CallSite(node, function, klass))
+        elif isinstance(node, cst.FunctionDef):
+            index.functions.append((node, klass))
+            function = node
+        elif isinstance(node, cst.ClassDef):
+            index.classes.append(node)
+            klass = node
+        elif isinstance(node, cst.Import):
+            _record_import(index, node)
+        elif isinstance(node, cst.ImportFrom):
+            _record_import_from(index, node)
+        stack.extend((child, function, klass) for child in reversed(code_children(node)))
+    return index
 
 
-class _IndexCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.index = ModuleIndex()
-        self._functions: list[cst.FunctionDef] = []
-        self._classes: list[Optional[cst.ClassDef]] = [None]
+def _record_import(index: ModuleIndex, node: cst.Import) -> None:
+    for alias in node.names:
+        dotted = _dotted(alias.name)
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            index.imports[alias.asname.name.value] = dotted
+        else:
+            index.imports[dotted.split(".")[0]] = dotted.split(".")[0]
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.index.classes.append(node)
-        self._classes.append(node)
 
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self._classes.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.index.functions.append((node, self._classes[-1]))
-        self._functions.append(node)
-        # A nested class resets the "enclosing class" for its methods only.
-        self._classes.append(self._classes[-1])
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self._functions.pop()
-        self._classes.pop()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = callee_name(node)
-        if name is not None:
-            function = self._functions[-1] if self._functions else None
-            self.index.calls_by_name[name].append(CallSite(node, function, self._classes[-1]))
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            dotted = _dotted(alias.name)
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.index.imports[alias.asname.name.value] = dotted
-            else:
-                self.index.imports[dotted.split(".")[0]] = dotted.split(".")[0]
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if isinstance(node.names, cst.ImportStar) or node.module is None:
-            return
-        base = "." * len(node.relative) + _dotted(node.module)
-        for alias in node.names:
-            name = _dotted(alias.name)
-            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
-            self.index.imports[local] = f"{base}.{name}"
+def _record_import_from(index: ModuleIndex, node: cst.ImportFrom) -> None:
+    if isinstance(node.names, cst.ImportStar) or node.module is None:
+        return
+    base = "." * len(node.relative) + _dotted(node.module)
+    for alias in node.names:
+        name = _dotted(alias.name)
+        local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+        index.imports[local] = f"{base}.{name}"
 
 
 def _dotted(node: cst.BaseExpression) -> str:

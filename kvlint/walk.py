@@ -1,0 +1,36 @@
+"""A quick walk over a LibCST tree.
+
+`CSTVisitor` and `CSTNode.children` rebuild each node's child list through the
+visitor machinery; reading the dataclass fields directly, and skipping the
+whitespace and punctuation fields that never hold code, is several times
+cheaper. Every per-file analysis that only reads the tree walks it this way.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import libcst as cst
+
+_NOT_CODE = re.compile(
+    r"whitespace|^(lpar|rpar|lbracket|rbracket|lbrace|rbrace|leading_lines|lines_after_decorators"
+    r"|header|footer|comma|semicolon|colon|equal|dot|operator|asynchronous)$"
+)
+
+
+@lru_cache(maxsize=None)
+def _code_fields(node_type: type) -> tuple[str, ...]:
+    return tuple(name for name in node_type.__dataclass_fields__ if not _NOT_CODE.search(name))
+
+
+def code_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The children of `node` that hold code, in source order."""
+    children: list[cst.CSTNode] = []
+    for name in _code_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            children.append(value)
+        elif isinstance(value, (tuple, list)):
+            children.extend(item for item in value if isinstance(item, cst.CSTNode))
+    return children
