@@ -96,7 +96,13 @@ def _declared_encoding(data: bytes) -> str:
 
 
 def _deepest(tree: ast.AST) -> tuple[int, int]:
-    """The depth of the deepest node and its line; iterative, so depth cannot overflow it."""
+    """The depth of the deepest node and its line; iterative, so depth cannot overflow it.
+
+    A subtree on one line spans at least one column per level below it (plus
+    the expression-context leaf), so a short one-line subtree cannot reach past
+    `MAX_NESTING` and is not walked: most of a file is skipped, and any path
+    deeper than the limit is still followed to its end.
+    """
     deepest, deepest_line = 0, 1
     stack: list[tuple[ast.AST, int, int]] = [(tree, 1, 1)]
     while stack:
@@ -104,5 +110,8 @@ def _deepest(tree: ast.AST) -> tuple[int, int]:
         line = getattr(node, "lineno", line)
         if depth > deepest:
             deepest, deepest_line = depth, line
+        end_line, end_column = getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)
+        if end_line == line and end_column is not None and depth + end_column - node.col_offset + 1 <= MAX_NESTING:  # type: ignore[attr-defined]
+            continue
         stack.extend((child, depth + 1, line) for child in ast.iter_child_nodes(node))
     return deepest, deepest_line

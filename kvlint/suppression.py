@@ -34,6 +34,9 @@ class Suppression:
 
 def parse_suppressions(source: str) -> dict[int, list[Suppression]]:
     found: dict[int, list[Suppression]] = {}
+    lowered = source.lower()
+    if "kvlint" not in lowered and "noqa" not in lowered:
+        return found  # tokenizing costs more than the rules on a typical file
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError):

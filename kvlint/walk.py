@@ -24,13 +24,20 @@ def _code_fields(node_type: type) -> tuple[str, ...]:
     return tuple(name for name in node_type.__dataclass_fields__ if not _NOT_CODE.search(name))
 
 
+@lru_cache(maxsize=None)
+def _is_node_type(value_type: type) -> bool:
+    # CSTNode is an ABC: an isinstance check per field value is the walk's main cost.
+    return issubclass(value_type, cst.CSTNode)
+
+
 def code_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The children of `node` that hold code, in source order."""
     children: list[cst.CSTNode] = []
     for name in _code_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        value_type = type(value)
+        if value_type is tuple or value_type is list:
+            children.extend(item for item in value if _is_node_type(type(item)))
+        elif _is_node_type(value_type):
             children.append(value)
-        elif isinstance(value, (tuple, list)):
-            children.extend(item for item in value if isinstance(item, cst.CSTNode))
     return children
