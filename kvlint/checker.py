@@ -56,7 +56,7 @@ class CheckResult:
 def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     oversized = too_large(data)
     if oversized is not None:
-        return CheckResult(FileOutcome(request.path, False, errors=(RunError(request.path, oversized),)))
+        return CheckResult(FileOutcome(request.path, False, errors=(RunError(request.path, oversized, unchecked=True),)))
     tree = python_tree(data, request.path)
     if isinstance(tree, Unparsable):
         return _syntax_error(request.path, tree.line, tree.column, tree.message)

@@ -233,7 +233,7 @@ def _check(**kwargs: Any) -> int:
         return EXIT_ERROR
     if result.has_internal_error:
         return EXIT_ERROR
-    if result.findings and not kwargs["exit_zero"]:
+    if (result.findings or result.has_unchecked_file) and not kwargs["exit_zero"]:
         return EXIT_FINDINGS
     return EXIT_CLEAN
 

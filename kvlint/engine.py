@@ -63,6 +63,10 @@ class RunResult:
     def has_internal_error(self) -> bool:
         return any(error.internal for error in self.errors)
 
+    @property
+    def has_unchecked_file(self) -> bool:
+        return any(error.unchecked for error in self.errors)
+
 
 @dataclass(frozen=True)
 class _Plan:
@@ -293,7 +297,7 @@ def _read_all(files: Sequence[Path], cwd: Path) -> tuple[dict[Path, bytes], list
         except IsADirectoryError:
             errors.append(RunError(display_path(path, cwd), "is a directory, not a Python file"))
         except OSError as exc:
-            errors.append(RunError(display_path(path, cwd), f"cannot read: {exc.strerror or exc}"))
+            errors.append(RunError(display_path(path, cwd), f"cannot read: {exc.strerror or exc}", unchecked=True))
     return sources, errors
 
 

@@ -42,9 +42,10 @@ def apply_or_diff(result: RunResult, allowed: Applicability, *, show_diff: bool,
     )
     if result.has_internal_error or failed:
         return 2
+    unfinished = bool(remaining) or result.has_unchecked_file
     if show_diff:
-        return 1 if result.fixed or remaining else 0
-    return 1 if remaining else 0
+        return 1 if result.fixed or unfinished else 0
+    return 1 if unfinished else 0
 
 
 def _was_fixed(finding: Finding, allowed: Applicability, fixed_paths: set[str]) -> bool:

@@ -82,8 +82,11 @@ class RunError:
 
     path: str
     message: str
-    # Internal errors (a rule crashed) make the run exit 2; I/O trouble does not.
+    # Internal errors (a rule crashed) make the run exit 2.
     internal: bool = False
+    # A file in scope that could not be checked at all (unreadable, too large):
+    # the run cannot vouch for it, so it fails like a finding does (exit 1).
+    unchecked: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {"path": self.path, "message": self.message}

@@ -265,3 +265,27 @@ def test_hostile_tree_in_a_real_process_never_shows_a_traceback(tree: Path) -> N
         assert "Traceback" not in result.stdout + result.stderr
         assert result.returncode == 1, result.stderr
     assert "KVWriteLoc.for_batch(forward_batch)" in (tree / "good.py").read_text()
+
+
+def test_a_file_that_could_not_be_checked_fails_an_otherwise_clean_run(
+    in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CI must not pass on a file kvlint never read: it fails like a finding (exit 1).
+    (in_tmp / "clean.py").write_text("x = 1\n")
+    (in_tmp / "locked.py").write_text(BARE)
+    real_read_bytes = Path.read_bytes
+
+    def read_bytes(path: Path) -> bytes:
+        if path.name == "locked.py":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    code, report, _ = check_json(".")
+    assert (code, report["findings"]) == (1, [])
+    assert report["errors"] == [{"path": "locked.py", "message": "cannot read: Permission denied"}]
+    monkeypatch.setattr("kvlint.checker.too_large", lambda data: "not checked: too large" if b"pool" in data else None)
+    monkeypatch.setattr(Path, "read_bytes", real_read_bytes)
+    code, report, _ = check_json(".")
+    assert (code, report["findings"]) == (1, [])
+    assert [e["path"] for e in report["errors"]] == ["locked.py"]
