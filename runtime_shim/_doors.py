@@ -1,8 +1,8 @@
-"""Pieces every pool's write door shares: layer ids, shape checks, mark checks."""
+"""Pieces every pool shares: its geometry, MHA accessors, layer ids, row stores."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Tuple
 
 import torch
 
@@ -39,3 +39,44 @@ def store_rows(view: torch.Tensor, loc: torch.Tensor, rows: torch.Tensor, what: 
         )
     view[loc] = rows.to(view.dtype)
 
+
+
+class PoolGeometry:
+    """The constructor arguments every pool takes, checked once."""
+
+    def __init__(
+        self,
+        *,
+        num_slots: int,
+        page_size: int,
+        layer_num: int,
+        dtype: torch.dtype,
+        device: "str | torch.device",
+        strict: bool,
+    ) -> None:
+        if page_size < 1 or num_slots % page_size:
+            raise ValueError(f"num_slots={num_slots} must be a positive multiple of page_size={page_size}")
+        self.num_slots = num_slots
+        self.page_size = page_size
+        self.layer_num = layer_num
+        self.dtype = dtype
+        self.device = torch.device(device)
+        self.strict = strict
+
+
+class MHAAccessors:
+    """SGLang's MHA pool accessors over per-layer ``k_buffer`` / ``v_buffer`` lists."""
+
+    k_buffer: list[torch.Tensor]
+    v_buffer: list[torch.Tensor]
+    layer_num: int
+
+    def get_key_buffer(self, layer: Any) -> torch.Tensor:
+        return self.k_buffer[layer_index(layer, self.layer_num)]
+
+    def get_value_buffer(self, layer: Any) -> torch.Tensor:
+        return self.v_buffer[layer_index(layer, self.layer_num)]
+
+    def get_kv_buffer(self, layer: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+        index = layer_index(layer, self.layer_num)
+        return self.k_buffer[index], self.v_buffer[index]

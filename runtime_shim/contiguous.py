@@ -12,32 +12,12 @@ from typing import Any, Optional, Tuple
 
 import torch
 
-from runtime_shim._doors import layer_index, store_rows, target_loc
+from runtime_shim._doors import MHAAccessors, PoolGeometry, layer_index, store_rows, target_loc
 from runtime_shim.write_loc import LocInfo
 
 
-class _ContiguousPool:
-    def __init__(
-        self,
-        *,
-        num_slots: int,
-        page_size: int,
-        layer_num: int,
-        dtype: torch.dtype,
-        device: "str | torch.device",
-        strict: bool,
-    ) -> None:
-        if page_size < 1 or num_slots % page_size:
-            raise ValueError(
-                f"num_slots={num_slots} must be a positive multiple of page_size={page_size}"
-            )
-        self.num_slots = num_slots
-        self.page_size = page_size
-        self.layer_num = layer_num
-        self.dtype = dtype
-        self.device = torch.device(device)
-        # Accepted for signature parity; a static pool has nothing to check.
-        self.strict = strict
+class _ContiguousPool(PoolGeometry):
+    # `strict` is accepted for signature parity: a static pool has nothing to check.
 
     def _zeros(self, *row_shape: int) -> list:
         return [
@@ -46,7 +26,7 @@ class _ContiguousPool:
         ]
 
 
-class ContiguousMHAPool(_ContiguousPool):
+class ContiguousMHAPool(MHAAccessors, _ContiguousPool):
     def __init__(
         self,
         *,
@@ -71,16 +51,6 @@ class ContiguousMHAPool(_ContiguousPool):
         )
         self.k_buffer = self._zeros(k_heads, k_dim)
         self.v_buffer = self._zeros(v_heads, v_dim)
-
-    def get_key_buffer(self, layer: Any) -> torch.Tensor:
-        return self.k_buffer[layer_index(layer, self.layer_num)]
-
-    def get_value_buffer(self, layer: Any) -> torch.Tensor:
-        return self.v_buffer[layer_index(layer, self.layer_num)]
-
-    def get_kv_buffer(self, layer: Any) -> Tuple[torch.Tensor, torch.Tensor]:
-        index = layer_index(layer, self.layer_num)
-        return self.k_buffer[index], self.v_buffer[index]
 
     def set_kv_buffer(
         self, layer: Any, loc_info: LocInfo, k: torch.Tensor, v: torch.Tensor

@@ -21,7 +21,7 @@ from typing import Any, Optional, Tuple
 import torch
 
 from runtime_shim import _hooks
-from runtime_shim._doors import describe_loc, layer_index, store_rows, target_loc
+from runtime_shim._doors import MHAAccessors, PoolGeometry, describe_loc, layer_index, store_rows, target_loc
 from runtime_shim.contiguous import ContiguousMHAPool, ContiguousMLAPool
 from runtime_shim.layout import (
     DenseEntryLayout,
@@ -41,31 +41,14 @@ __all__ = [
 ]
 
 
-class _TokenMajorPool:
+class _TokenMajorPool(PoolGeometry):
     layout: DenseEntryLayout
 
-    def __init__(
-        self,
-        *,
-        num_slots: int,
-        page_size: int,
-        layer_num: int,
-        dtype: torch.dtype,
-        device: "str | torch.device",
-        strict: bool,
-    ) -> None:
-        if page_size < 1 or num_slots % page_size:
-            raise ValueError(
-                f"num_slots={num_slots} must be a positive multiple of page_size={page_size}"
-            )
-        self.num_slots = num_slots
-        self.page_size = page_size
-        self.layer_num = layer_num
-        self.dtype = dtype
-        self.device = torch.device(device)
-        self.strict = strict
+    def __init__(self, **geometry: Any) -> None:
+        super().__init__(**geometry)
+        # One raw byte buffer: every layer's K/V of a slot sits in that slot's entry.
         self.raw = torch.zeros(
-            num_slots * self.layout.entry_bytes, dtype=torch.uint8, device=self.device
+            self.num_slots * self.layout.entry_bytes, dtype=torch.uint8, device=self.device
         )
 
     @property
@@ -90,7 +73,7 @@ class _TokenMajorPool:
         return target_loc(loc_info)
 
 
-class TokenMajorMHAPool(_TokenMajorPool):
+class TokenMajorMHAPool(MHAAccessors, _TokenMajorPool):
     """MHA pool: K and V rows per layer, ``[num_slots, heads, dim]`` views."""
 
     def __init__(
@@ -119,16 +102,6 @@ class TokenMajorMHAPool(_TokenMajorPool):
         self.k_buffer = self._views("k")
         self.v_buffer = self._views("v")
         _hooks.announce_pool(self)
-
-    def get_key_buffer(self, layer: Any) -> torch.Tensor:
-        return self.k_buffer[layer_index(layer, self.layer_num)]
-
-    def get_value_buffer(self, layer: Any) -> torch.Tensor:
-        return self.v_buffer[layer_index(layer, self.layer_num)]
-
-    def get_kv_buffer(self, layer: Any) -> Tuple[torch.Tensor, torch.Tensor]:
-        index = layer_index(layer, self.layer_num)
-        return self.k_buffer[index], self.v_buffer[index]
 
     def set_kv_buffer(
         self, layer: Any, loc_info: LocInfo, k: torch.Tensor, v: torch.Tensor
