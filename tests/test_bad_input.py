@@ -206,17 +206,25 @@ def test_link_to_a_file_in_scope_is_checked_once(tree: Path) -> None:
     assert (code, report["files_in_scope"], len(report["findings"])) == (1, 1, 1)
 
 
-def test_unreadable_file_is_an_error_line(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Tests run as root, for whom chmod 000 changes nothing, so the failing open is injected.
-    (tree / "locked.py").write_text(BARE)
+def lock(monkeypatch: pytest.MonkeyPatch, name: str):
+    """Make reading `name` fail as for an unreadable file; returns the real reader.
+
+    Tests run as root, for whom chmod 000 changes nothing, so the failing open is injected.
+    """
     real_read_bytes = Path.read_bytes
 
     def read_bytes(path: Path) -> bytes:
-        if path.name == "locked.py":
+        if path.name == name:
             raise PermissionError(13, "Permission denied", str(path))
         return real_read_bytes(path)
 
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    return real_read_bytes
+
+
+def test_unreadable_file_is_an_error_line(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tree / "locked.py").write_text(BARE)
+    lock(monkeypatch, "locked.py")
     code, report, _ = check_json(".")
     assert code == 1
     assert report["errors"] == [{"path": "locked.py", "message": "cannot read: Permission denied"}]
@@ -273,14 +281,7 @@ def test_a_file_that_could_not_be_checked_fails_an_otherwise_clean_run(
     # CI must not pass on a file kvlint never read: it fails like a finding (exit 1).
     (in_tmp / "clean.py").write_text("x = 1\n")
     (in_tmp / "locked.py").write_text(BARE)
-    real_read_bytes = Path.read_bytes
-
-    def read_bytes(path: Path) -> bytes:
-        if path.name == "locked.py":
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_read_bytes(path)
-
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    real_read_bytes = lock(monkeypatch, "locked.py")
     code, report, _ = check_json(".")
     assert (code, report["findings"]) == (1, [])
     assert report["errors"] == [{"path": "locked.py", "message": "cannot read: Permission denied"}]
