@@ -105,10 +105,11 @@ def _source_to_parse(request: CheckRequest, data: bytes, tree: ast.Module) -> by
     if request.report_unused_ignores or request.fix is not None:
         return data
     project_rules = request.project_rules
-    if any(passes(data, encode_groups(rule.whole_file_groups(rule.options))) for rule in project_rules):
+    contract = request.contract
+    if any(passes(data, encode_groups(rule.whole_file_groups(rule.options, contract))) for rule in project_rules):
         return data
-    groups = [encode_groups(rule.trigger_groups(request.contract)) for rule in request.rules]
-    groups += [encode_groups(rule.trigger_groups(rule.options)) for rule in project_rules]
+    groups = [encode_groups(rule.trigger_groups(contract)) for rule in request.rules]
+    groups += [encode_groups(rule.trigger_groups(rule.options, contract)) for rule in project_rules]
     cut = skeleton(data, tree, groups)
     return data if cut is None else cut
 

@@ -56,6 +56,9 @@ class Contract:
     write_doors: tuple[tuple[str, int], ...] = tuple(DEFAULT_WRITE_DOORS.items())
     buffer_accessors: tuple[str, ...] = DEFAULT_BUFFER_ACCESSORS
     kv_name_fallback: str = DEFAULT_KV_NAME_FALLBACK
+    # The batch class's field names, learned from its definition (empty: not found).
+    # KV301 reads a file only where one of them is assigned.
+    batch_fields: tuple[str, ...] = ()
     # Where each value came from: "default", "config", or "learned from PATH:LINE".
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
@@ -74,23 +77,3 @@ class Contract:
         """A copy with config-style keys (``"mark"``, ``"batch-mark"``) replaced."""
         changes = {key.replace("-", "_"): value for key, value in overrides.items()}
         return replace(self, **changes)
-
-    def fingerprint(self) -> str:
-        """A stable text identity, used in cache keys."""
-        return repr(
-            (
-                self.write_loc_class,
-                self.mark,
-                self.batch_mark,
-                self.batch_factory,
-                self.layer_factory,
-                self.write_loc_module,
-                self.write_loc_fields,
-                self.paged_helpers_module,
-                self.paged_helpers,
-                self.loc_attributes,
-                self.write_doors,
-                self.buffer_accessors,
-                self.kv_name_fallback,
-            )
-        )

@@ -277,7 +277,7 @@ def _plan(config: Config, options: RunOptions, contract: Contract) -> _Plan:
         rules=rules,
         project_rules=project_rules,
         rule_groups=tuple(encode_groups(rule.trigger_groups(contract)) for rule in rules),
-        project_groups=tuple(encode_groups(rule.trigger_groups(rule.options)) for rule in project_rules),
+        project_groups=tuple(encode_groups(rule.trigger_groups(rule.options, contract)) for rule in project_rules),
         extra_words=extra,
     )
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
@@ -60,6 +61,7 @@ def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
         _learn_write_loc(contract, ordered, learned)
     if _auto(config, "batch-mark"):
         _learn_batch_mark(contract, config, ordered, learned)
+    _learn_batch_fields(config, ordered, learned)
     if "write-doors" not in dict(config.contract):
         _learn_doors(ordered, learned)
     if _auto(config, "paged-helpers-module"):
@@ -78,7 +80,7 @@ def _keys_to_fill(config: Config) -> set[str]:
     auto = {key for key in ("mark", "batch-mark", "layer-factory", "write-loc-module", "paged-helpers-module")
             if config.contract_value(key) == AUTO}
     # Learned alongside the values they belong to, never configured on their own.
-    auto |= {"write-loc-fields", "paged-helpers"}
+    auto |= {"write-loc-fields", "paged-helpers", "batch-fields"}
     if "write-doors" not in dict(config.contract):
         auto.add("write-doors")
     return auto
@@ -89,10 +91,18 @@ def _parsed(files: list[tuple[Path, bytes]], needle: bytes) -> Iterator[tuple[Pa
     for path, data in files:
         if needle not in data:
             continue
-        try:
-            yield path, ast.parse(data)
-        except (SyntaxError, ValueError):
-            continue
+        tree = _tree(data)
+        if tree is not None:
+            yield path, tree
+
+
+@lru_cache(maxsize=16)
+def _tree(data: bytes) -> Optional[ast.Module]:
+    # Several learners read the same defining files (the batch class, the pool).
+    try:
+        return ast.parse(data)
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _learn_write_loc(contract: Contract, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
@@ -154,6 +164,20 @@ def _learn_batch_mark(contract: Contract, config: Config, files: list[tuple[Path
                 if name.endswith(mark) and any(name.startswith(f"{loc}_") for loc in contract.loc_attributes):
                     learned.set("batch-mark", name, path, stmt.lineno)
                     return
+
+
+def _learn_batch_fields(config: Config, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
+    batch_class = config.tbo.batch_class
+    for path, tree in _parsed(files, f"class {batch_class}".encode()):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name == batch_class:
+                names = tuple(
+                    stmt.target.id
+                    for stmt in node.body
+                    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                )
+                learned.set("batch-fields", names, path, node.lineno)
+                return
 
 
 def _learn_doors(files: list[tuple[Path, bytes]], learned: _Learned) -> None:

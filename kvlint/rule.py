@@ -137,17 +137,17 @@ class ProjectRule:
         self.options = options
 
     @classmethod
-    def trigger_groups(cls, options: Any) -> tuple[tuple[str, ...], ...]:
+    def trigger_groups(cls, options: Any, contract: Contract) -> tuple[tuple[str, ...], ...]:
         raise NotImplementedError
 
     @classmethod
-    def whole_file_groups(cls, options: Any) -> tuple[tuple[str, ...], ...]:
+    def whole_file_groups(cls, options: Any, contract: Contract) -> tuple[tuple[str, ...], ...]:
         """Word groups of files `extract` must see whole.
 
         Any other file passing `trigger_groups` is cut to the functions that
         pass them (see `kvlint.fragment`). By default every file is read whole.
         """
-        return cls.trigger_groups(options)
+        return cls.trigger_groups(options, contract)
 
     def extract(self, ctx: FileContext) -> Any:
         """Picklable facts about one file, or None when it holds nothing of interest."""

@@ -10,6 +10,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from kvlint.config import TboConfig
+from kvlint.contract import Contract
 from kvlint.rule import FileContext, ProjectEdit, ProjectRule, ProjectViolation
 from kvlint.rules._tbo_assignments import non_none_assignments
 from kvlint.rules._tbo_facts import Assignment, BuilderFact, ClassFact, Default, FieldFact, FileFacts, Span
@@ -95,13 +96,18 @@ class TboFieldNotCopied(ProjectRule):
     options: TboConfig
 
     @classmethod
-    def trigger_groups(cls, options: TboConfig) -> tuple[tuple[str, ...], ...]:
+    def trigger_groups(cls, options: TboConfig, contract: Contract) -> tuple[tuple[str, ...], ...]:
         # The builder returns `Batch(**d)` and every assignment the rule trusts is
-        # typed or built with the class, so files without its name hold nothing.
-        return ((options.batch_class,),)
+        # typed or built with the class, so files without its name hold nothing;
+        # once the class's fields are known, only code assigning one is read.
+        if not contract.batch_fields:
+            return ((options.batch_class,),)
+        assigns = tuple(f".{name}{op}" for name in contract.batch_fields for op in (" =", "=", ":"))
+        defines = tuple(word for group in cls.whole_file_groups(options, contract) for word in group)
+        return ((options.batch_class,), (f"{options.batch_class}(", "setattr(", *assigns, *defines))
 
     @classmethod
-    def whole_file_groups(cls, options: TboConfig) -> tuple[tuple[str, ...], ...]:
+    def whole_file_groups(cls, options: TboConfig, contract: Contract) -> tuple[tuple[str, ...], ...]:
         # Fields and builders are read from their definitions; elsewhere only
         # functions that name the batch class can assign a batch's field.
         return ((f"class {options.batch_class}", f"def {options.child_builder}"),)
