@@ -41,14 +41,18 @@ class ModuleIndex:
         return found
 
 
+def trailing_name(expr: cst.BaseExpression) -> Optional[str]:
+    """`name` for a Name, the last attribute for `a.b.name`; otherwise None."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return None
+
+
 def callee_name(call: cst.Call) -> Optional[str]:
     """The trailing name of what is called: `a.b.c(...)` -> "c", `f(...)` -> "f"."""
-    func = call.func
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
+    return trailing_name(call.func)
 
 
 def build_index(module: cst.Module) -> ModuleIndex:

@@ -26,9 +26,8 @@ import libcst as cst
 
 from kvlint.contract import DEFAULT_KV_NAME_FALLBACK, Contract
 from kvlint.dataflow import Definition, function_flow
-from kvlint.index import callee_name
+from kvlint.index import callee_name, trailing_name
 from kvlint.rule import FileContext
-from kvlint.rules._view_shape import identifier
 
 PAGED_HELPERS = ("paged_view", "paged_row_view", "paged_kv_view")
 FALLBACK_NAME_WORDS = ("k_cache", "v_cache", "key_cache", "value_cache")
@@ -52,7 +51,7 @@ class PagedKV:
                 return True
             return name == "view" and isinstance(expr.func, cst.Attribute) and self._expr(expr.func.value, function, seen)
         if isinstance(expr, cst.Subscript):
-            if identifier(expr.value) in self._accessors and not self._is_local(expr.value, function):
+            if trailing_name(expr.value) in self._accessors and not self._is_local(expr.value, function):
                 return True
             return _keeps_paged(expr) and self._expr(expr.value, function, seen)
         if isinstance(expr, cst.Name) and function is not None:
@@ -88,7 +87,7 @@ class PagedKV:
             return self._expr(definition.source, function, seen)
         if definition.kind == "for" and definition.source is not None:
             # `for buf in self.k_buffer`: the per-layer buffers themselves.
-            return identifier(definition.source) in self._accessors
+            return trailing_name(definition.source) in self._accessors
         return False
 
 

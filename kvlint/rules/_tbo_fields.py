@@ -12,6 +12,8 @@ from typing import Optional
 
 import libcst as cst
 
+from kvlint import index
+
 from kvlint.rules._tbo_facts import BaseRef, ClassFact, Default, FieldFact
 from kvlint.rules._tbo_lines import LineFinder
 
@@ -37,13 +39,7 @@ def module_classes(module: cst.Module, imports: dict[str, str], lines: LineFinde
 
 def trailing_name(node: cst.BaseExpression) -> Optional[str]:
     """`a.b.C` -> "C", `C` -> "C", `C[int]` -> "C"; None for anything else."""
-    if isinstance(node, cst.Subscript):
-        node = node.value
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    return None
+    return index.trailing_name(node.value if isinstance(node, cst.Subscript) else node)
 
 
 def _is_dataclass_decorator(node: cst.BaseExpression) -> bool:

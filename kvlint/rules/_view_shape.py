@@ -12,18 +12,11 @@ like one (`page_size`, `self.page_size`, `PAGE_SIZE`) or the literal `1`.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence
 
 import libcst as cst
 
-
-def identifier(expr: cst.BaseExpression) -> Optional[str]:
-    """`name` for a Name, the trailing attribute for `a.b.name`; otherwise None."""
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value
-    return None
+from kvlint.index import trailing_name
 
 
 def is_minus_one(expr: cst.BaseExpression) -> bool:
@@ -50,7 +43,7 @@ def is_page_size(expr: cst.BaseExpression) -> bool:
 
 
 def _names_page_size(expr: cst.BaseExpression) -> bool:
-    name = identifier(expr)
+    name = trailing_name(expr)
     return name is not None and ("page_size" in name or "PAGE_SIZE" in name)
 
 
@@ -60,17 +53,17 @@ def is_page_count(expr: cst.BaseExpression) -> bool:
         return True
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.FloorDivide):
         return is_page_size(expr.right)
-    name = identifier(expr)
+    name = trailing_name(expr)
     return name is not None and "pages" in name.lower()
 
 
 def _names_head_count(expr: cst.BaseExpression) -> bool:
-    name = identifier(expr)
+    name = trailing_name(expr)
     return name is not None and "head" in name.lower() and "dim" not in name.lower()
 
 
 def _names_dim(expr: cst.BaseExpression) -> bool:
-    name = identifier(expr)
+    name = trailing_name(expr)
     return name is not None and "dim" in name.lower()
 
 
