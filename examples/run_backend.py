@@ -71,7 +71,9 @@ class DecodeRun:
     unmarked_writes: List[UnmarkedWrite] = field(default_factory=list)
 
     def written_bytes(self) -> bytes:
-        return self.written.cpu().numpy().tobytes()
+        # A fresh contiguous clone owns a storage of exactly its own bytes (torch alone, no numpy).
+        packed = self.written.detach().cpu().clone(memory_format=torch.contiguous_format)
+        return bytes(packed.untyped_storage())
 
 
 def load_backend_class(path: "str | Path" = BACKEND_PATH) -> type:

@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 import click
 
-from kvlint import __version__
+from kvlint import DISTRIBUTION, __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -46,7 +46,9 @@ def _common_options(func: F) -> F:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="kvlint")
+@click.version_option(
+    __version__, prog_name="kvlint", message=f"%(prog)s %(version)s (distribution {DISTRIBUTION})"
+)
 def main() -> None:
     """Lint and migrate code for token-major KV-cache pools.
 
