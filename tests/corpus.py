@@ -1,10 +1,13 @@
 """The real `sglang/srt` source tree, for tests and benches that need real code.
 
-The latest `sglang` wheel is fetched once with `pip download --no-deps sglang`
+The pinned `sglang` wheel (`SGLANG_VERSION`, or `$KVLINT_SGLANG_VERSION` to try
+another release) is fetched once with `pip download --no-deps sglang==<version>`
 and only its `sglang/srt/**.py` files are extracted, into
 `$KVLINT_CORPUS_DIR` (default `~/.cache/kvlint-corpus/`) as
-`sglang-<version>/sglang/srt`. Later calls reuse the newest extracted tree
-without touching the network; delete the directory to refresh it. Concurrent
+`sglang-<version>/sglang/srt`. Later calls reuse the extracted tree without
+touching the network. The version is pinned because the corpus tests pin
+findings and verdicts on real code: a new upstream release must not change
+what a test run means. Concurrent
 callers (several pytest sessions, a bench) wait on a lock file, and a tree
 becomes visible only once it is complete.
 
@@ -39,7 +42,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -51,10 +53,16 @@ SRT_PREFIX = "sglang/srt/"
 # Written last into a tree's directory: a tree without it is an interrupted extraction.
 COMPLETE_MARKER = ".complete"
 DOWNLOAD_TIMEOUT_S = 600
+# The release whose findings the corpus tests have judged.
+SGLANG_VERSION = "0.5.23"
 
 
 class CorpusUnavailable(RuntimeError):
     """The sglang wheel cannot be downloaded or read; the message says why."""
+
+
+def sglang_version() -> str:
+    return os.environ.get("KVLINT_SGLANG_VERSION", SGLANG_VERSION)
 
 
 def corpus_dir() -> Path:
@@ -63,7 +71,7 @@ def corpus_dir() -> Path:
 
 
 def sglang_srt() -> Path:
-    """The `sglang/srt` directory of the cached wheel, downloading it on first use."""
+    """The `sglang/srt` directory of the pinned wheel, downloading it on first use."""
     base = corpus_dir()
     try:
         base.mkdir(parents=True, exist_ok=True)
@@ -72,9 +80,9 @@ def sglang_srt() -> Path:
     with open(base / ".lock", "w") as lock:
         # Held while downloading, so two sessions starting together download once.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        existing = _newest_tree(base)
-        if existing is not None:
-            return existing
+        existing = base / f"sglang-{sglang_version()}"
+        if (existing / COMPLETE_MARKER).is_file():
+            return existing / "sglang" / "srt"
         return _download_and_extract(base)
 
 
@@ -86,18 +94,6 @@ def sglang_srt_or_skip() -> Path:
         return sglang_srt()
     except CorpusUnavailable as exc:
         pytest.skip(f"real sglang corpus unavailable: {exc}")
-
-
-def _newest_tree(base: Path) -> Path | None:
-    trees = [path for path in base.glob("sglang-*") if (path / COMPLETE_MARKER).is_file()]
-    if not trees:
-        return None
-    newest = max(trees, key=lambda path: _version_key(path.name.removeprefix("sglang-")))
-    return newest / "sglang" / "srt"
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version))
 
 
 def _download_and_extract(base: Path) -> Path:
@@ -120,18 +116,18 @@ def _pip_download(into: Path) -> Path:
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
         "--disable-pip-version-check", "--timeout", "30", "--retries", "1",
-        "-d", str(into), "sglang",
+        "-d", str(into), f"sglang=={sglang_version()}",
     ]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise CorpusUnavailable(f"`pip download sglang` took longer than {DOWNLOAD_TIMEOUT_S} s") from None
+        raise CorpusUnavailable(f"`pip download sglang=={sglang_version()}` took longer than {DOWNLOAD_TIMEOUT_S} s") from None
     except OSError as exc:
         raise CorpusUnavailable(f"cannot run pip: {exc}") from None
     wheels = sorted(into.glob("sglang-*.whl"))
     if result.returncode != 0 or not wheels:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise CorpusUnavailable(f"`pip download --no-deps sglang` failed: {tail[0]}")
+        raise CorpusUnavailable(f"`pip download --no-deps sglang=={sglang_version()}` failed: {tail[0]}")
     return wheels[0]
 
 
