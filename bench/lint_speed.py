@@ -81,7 +81,7 @@ def measure(command: Command) -> None:
 def snapshot_kvlint(into: Path) -> dict[str, str]:
     """A frozen copy of kvlint to time: edits to the checkout during the bench change neither
     the code measured nor the cache key (which includes kvlint's own sources)."""
-    for package in ("kvlint", "codemods"):
+    for package in ("kvlint",):
         shutil.copytree(BENCH.parent / package, into / package, ignore=shutil.ignore_patterns("__pycache__"))
     return {"PYTHONPATH": str(into)}
 

@@ -1,63 +1,32 @@
-"""The codemod every kvlint fix goes through.
+"""The base of every kvlint codemod command: a thin LibCST command over kvlint's fixing.
 
-`RuleFixCommand` runs kvlint's rules on the tree it is handed, keeps the fixes
-that survive suppressions and the allowed applicability, swaps each fix's
-target node for its new node, and asks LibCST's `AddImportsVisitor` for the
-imports the new code needs (added once, in the import block, never by string
-editing). The fixes are computed on the very tree being transformed because
-LibCST's codemod runner hands `transform_module_impl` a copy of the module.
+A command finds the fixes `kvlint fix` would apply to the file it is handed,
+limited to its own rule codes (`kvlint.plan.codemod_request`: the same
+configuration, selection, `ignore` and `per-file-ignores`), and applies them
+with `kvlint.fix.apply_replacements`. The fixes are computed on the very tree
+being transformed, because LibCST's runner hands `transform_module_impl` a copy.
 
-`kvlint fix` runs this command with the selected codes; the per-rewrite
-commands in this package are the same command with their own codes, for
-`python -m libcst.tool codemod`.
+This package imports kvlint; nothing in kvlint imports it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Optional
+from typing import ClassVar
 
 import libcst as cst
-from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
-from libcst.codemod.visitors import AddImportsVisitor
+from libcst.codemod import CodemodCommand
 
-if TYPE_CHECKING:
-    from kvlint.checker import CheckRequest
-    from kvlint.rule import Replacement
+from kvlint.checker import fixable_replacements
+from kvlint.fix import apply_replacements
+from kvlint.plan import codemod_request
 
 
-class RuleFixCommand(VisitorBasedCodemodCommand):
-    DESCRIPTION = "Apply kvlint's fixes for the given rule codes."
+class RuleFixCommand(CodemodCommand):
+    DESCRIPTION = "Apply kvlint's safe fixes for the given rule codes."
     # Empty: every fixable rule. Subclasses name the codes of their rewrite.
     CODES: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, context: CodemodContext, request: Optional["CheckRequest"] = None) -> None:
-        super().__init__(context)
-        self._request = request
-        self._fixes: dict[int, "Replacement"] = {}
-        self.applied = 0
-
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        from kvlint.checker import fixable_replacements
-        from kvlint.settings import codemod_request
-
-        request = self._request or codemod_request(self.context.filename or "<stdin>", self.CODES)
-        fixes = fixable_replacements(request, tree)
-        self._fixes = {id(fix.target): fix for fix in fixes}
-        for fix in fixes:
-            for module, name in fix.imports:
-                AddImportsVisitor.add_needed_import(self.context, module, name)
-        result = super().transform_module_impl(tree)
-        if self.applied != len(self._fixes):
-            from kvlint.fixes import FixFailed
-
-            raise FixFailed(f"{len(self._fixes) - self.applied} fix target(s) overlap another fix")
-        return result
-
-    def on_leave(
-        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
-    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
-        fix = self._fixes.get(id(original_node))
-        if fix is None or fix.target is not original_node:
-            return updated_node
-        self.applied += 1
-        return fix.new
+        filename = self.context.filename or "<stdin>"
+        request = codemod_request(filename, self.CODES)
+        return apply_replacements(tree, fixable_replacements(request, tree), filename)

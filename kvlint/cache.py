@@ -82,15 +82,14 @@ def run_key(*parts: object) -> str:
 
 
 def _own_sources_identity() -> tuple[tuple[str, int, int], ...]:
-    """kvlint's and its codemods' source files by size and mtime: a rule edited in a checkout invalidates."""
+    """kvlint's source files by size and mtime: a rule edited in a checkout invalidates."""
     package = Path(__file__).resolve().parent
     found = []
-    for root in (package, package.parent / "codemods"):
-        for directory, _dirs, names in os.walk(root):
-            for name in names:
-                if name.endswith(".py"):
-                    info = os.stat(os.path.join(directory, name))
-                    found.append((os.path.join(directory, name), info.st_size, info.st_mtime_ns))
+    for directory, _dirs, names in os.walk(package):
+        for name in names:
+            if name.endswith(".py"):
+                info = os.stat(os.path.join(directory, name))
+                found.append((os.path.join(directory, name), info.st_size, info.st_mtime_ns))
     return tuple(sorted(found))
 
 

@@ -16,34 +16,17 @@ from typing import Any, Optional, Sequence
 import libcst as cst
 
 from kvlint.contract import Contract
-from kvlint.fixes import FixFailed
 from kvlint.locate import locate
 from kvlint.fragment import skeleton
 from kvlint.preparse import Unparsable, python_tree, too_large
-from kvlint.prefilter import encode_groups, passes
+from kvlint.plan import CheckRequest, project_groups, rule_groups, whole_file_groups
+from kvlint.prefilter import passes
 from kvlint.rule import FileContext, ProjectRule, Replacement, Rule, Violation
 from kvlint.suppression import Suppression, parse_suppressions
 from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError, Severity
 
 SYNTAX_ERROR = ("KV000", "syntax-error")
 UNUSED_IGNORE = ("KV001", "unused-ignore")
-# Each round re-checks the fixed tree; nested fixes settle in two, three is a safety margin.
-MAX_FIX_ROUNDS = 3
-
-
-@dataclass(frozen=True)
-class CheckRequest:
-    """Everything a worker needs to check one file; picklable."""
-
-    path: str
-    rules: tuple[type[Rule], ...]
-    contract: Contract
-    # Codes the file's per-file-ignores remove.
-    ignored_codes: frozenset[str] = frozenset()
-    report_unused_ignores: bool = False
-    # None for `check`; the highest applicability to apply for `fix`.
-    fix: Optional[Applicability] = None
-    project_rules: tuple[ProjectRule, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,10 +89,10 @@ def _source_to_parse(request: CheckRequest, data: bytes, tree: ast.Module) -> by
         return data
     project_rules = request.project_rules
     contract = request.contract
-    if any(passes(data, encode_groups(rule.whole_file_groups(rule.options, contract))) for rule in project_rules):
+    if any(passes(data, whole_file_groups(type(rule), rule.options, contract)) for rule in project_rules):
         return data
-    groups = [encode_groups(rule.trigger_groups(contract)) for rule in request.rules]
-    groups += [encode_groups(rule.trigger_groups(rule.options, contract)) for rule in project_rules]
+    groups = [rule_groups(rule, contract) for rule in request.rules]
+    groups += [project_groups(type(rule), rule.options, contract) for rule in project_rules]
     cut = skeleton(data, tree, groups)
     return data if cut is None else cut
 
@@ -246,24 +229,11 @@ def fixable_replacements(request: CheckRequest, module: cst.Module) -> list[Repl
 
 def _fix(request: CheckRequest, module: cst.Module) -> tuple[Optional[bytes], Optional[RunError]]:
     """Apply fixes until none applies; the result must compile or nothing is written."""
-    from libcst.codemod import CodemodContext
+    # LibCST's codemod visitors are needed only by `fix`, not by a plain check.
+    from kvlint.fix import fix_until_stable
 
-    from codemods._rule_fix import RuleFixCommand
-
-    current = module
-    for _ in range(MAX_FIX_ROUNDS):
-        try:
-            updated = RuleFixCommand(CodemodContext(filename=request.path), request).transform_module(current)
-            if updated.code == current.code:
-                break
-            # Re-parse: fixes may share nodes, and the next round needs a plain tree.
-            current = cst.parse_module(updated.bytes)
-            compile(current.bytes, request.path, "exec", dont_inherit=True)
-        except (FixFailed, SyntaxError, cst.ParserSyntaxError, ValueError) as exc:
-            return None, RunError(request.path, f"fix not applied, the rewrite would not parse: {exc}")
-    if current.code == module.code:
-        return None, None
-    return current.bytes, None
+    fixed, failure = fix_until_stable(module, request.path, lambda tree: fixable_replacements(request, tree))
+    return fixed, None if failure is None else RunError(request.path, failure)
 
 
 def _syntax_error(path: str, line: int, column: int, message: str) -> CheckResult:

@@ -20,32 +20,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from kvlint.cache import ProjectEntry, ResultCache, dataclass_identity, digest, project_inputs, run_key
-from kvlint.config import Config, ConfigError, TboConfig
+from kvlint.config import Config, ConfigError
 from kvlint.contract import Contract
 from kvlint.discovery import discover, display_path
 from kvlint.learn import learn_contract
-from kvlint.prefilter import Groups, Triggers, encode_groups, passes
-from kvlint.selection import per_file_ignored, select_codes
-from kvlint.suppression import SUPPRESSION_WORDS, parse_suppressions
+from kvlint.plan import Plan, RunOptions, file_requests, make_plan
+from kvlint.selection import per_file_ignored
+from kvlint.suppression import parse_suppressions
 from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError
 from kvlint.workers import Progress, Work, check_all
 
 if TYPE_CHECKING:
-    from kvlint.rule import ProjectRule, ProjectViolation, Rule
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    paths: tuple[Path, ...] = ()
-    select: Optional[tuple[str, ...]] = None
-    ignore: tuple[str, ...] = ()
-    fix: Optional[Applicability] = None
-    jobs: Optional[int] = None
-    changed: Optional[str] = None
-    report_unused_ignores: bool = False
-    strict_tbo: bool = False
-    # Read and write the result cache (the CLI's default; off for library callers).
-    cache: bool = False
+    from kvlint.rule import ProjectRule, ProjectViolation
 
 
 @dataclass
@@ -66,18 +52,6 @@ class RunResult:
     @property
     def has_unchecked_file(self) -> bool:
         return any(error.unchecked for error in self.errors)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    rules: tuple[type[Rule], ...]
-    project_rules: tuple[ProjectRule, ...]
-    rule_groups: tuple[Groups, ...]
-    project_groups: tuple[Groups, ...]
-    extra_words: tuple[bytes, ...]
-
-    def project_rule(self, code: str) -> ProjectRule:
-        return next(rule for rule in self.project_rules if rule.code == code)
 
 
 @dataclass(frozen=True)
@@ -109,8 +83,8 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     digests = {shown: digest(data) for shown, data in by_path.items()} if result_cache else {}
 
     @cache
-    def plan() -> _Plan:
-        return _plan(config, options, contract)
+    def plan() -> Plan:
+        return make_plan(config, options, contract)
 
     checked: dict[str, _Checked] = {}
     for shown in by_path:
@@ -120,14 +94,14 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     misses = [shown for shown in by_path if shown not in checked]
     triggers = result_cache.triggers if result_cache is not None else None
     if triggers is None:
-        triggers = _triggers(plan(), options)
+        triggers = plan().triggers(options)
         if result_cache is not None:
             result_cache.store_triggers(triggers)
     for shown in misses:
         checked[shown] = _Checked(None)
     wanted = [shown for shown in misses if triggers.wanted(by_path[shown])]
     if wanted:
-        work = _work(plan(), options, config, contract, wanted, by_path, config_paths)
+        work = file_requests(plan(), options, config, contract, wanted, by_path, config_paths)
         for (request, _data), result in zip(work, check_all(work, options.jobs, progress)):
             checked[request.path] = _Checked(result.outcome, result.facts)
     if result_cache is not None:
@@ -201,51 +175,6 @@ def _open_cache(config: Config, options: RunOptions, contract: Contract, cwd: Pa
     return ResultCache(config.root / config.cache_dir, key)
 
 
-def _work(
-    plan: _Plan,
-    options: RunOptions,
-    config: Config,
-    contract: Contract,
-    paths: Sequence[str],
-    sources: dict[str, bytes],
-    config_paths: dict[str, str],
-) -> list[Work]:
-    """A check request for each of `paths` that some selected rule's trigger words make worth parsing."""
-    from kvlint.checker import CheckRequest
-    from kvlint.registry import all_codes
-
-    work: list[Work] = []
-    for shown in paths:
-        data = sources[shown]
-        rules = tuple(rule for rule, groups in zip(plan.rules, plan.rule_groups) if passes(data, groups))
-        project_rules = tuple(
-            rule for rule, groups in zip(plan.project_rules, plan.project_groups) if passes(data, groups)
-        )
-        wants_comments = options.report_unused_ignores and any(word in data for word in plan.extra_words)
-        if not rules and not project_rules and not wants_comments:
-            continue
-        ignored = per_file_ignored(config_paths[shown], config.per_file_ignores, all_codes())
-        request = CheckRequest(
-            path=shown,
-            rules=rules,
-            contract=contract,
-            ignored_codes=ignored,
-            report_unused_ignores=options.report_unused_ignores,
-            fix=options.fix,
-            project_rules=project_rules,
-        )
-        work.append((request, data))
-    return work
-
-
-def _triggers(plan: _Plan, options: RunOptions) -> Triggers:
-    return Triggers(
-        groups=(*plan.rule_groups, *plan.project_groups),
-        comment_words=plan.extra_words if options.report_unused_ignores else (),
-        project_codes=tuple(rule.code for rule in plan.project_rules),
-    )
-
-
 def _has_fix_to_apply(outcome: Optional[FileOutcome], allowed: Optional[Applicability]) -> bool:
     """For `fix`: a cached result answers only for a file with nothing to rewrite."""
     if outcome is None or allowed is None:
@@ -258,32 +187,6 @@ def _has_fix_to_apply(outcome: Optional[FileOutcome], allowed: Optional[Applicab
 
 def _without_fix(outcome: Optional[FileOutcome]) -> Optional[FileOutcome]:
     return None if outcome is None else replace(outcome, fixed_source=None)
-
-
-def _plan(config: Config, options: RunOptions, contract: Contract) -> _Plan:
-    from kvlint.registry import all_codes, all_rules
-    from kvlint.rule import ProjectRule, Rule
-
-    select = options.select if options.select is not None else config.select
-    ignore = (*config.ignore, *options.ignore) if options.select is None else options.ignore
-    codes = set(select_codes(all_codes(), select, ignore))
-    rules = tuple(rule for rule in all_rules() if rule.code in codes and issubclass(rule, Rule))
-    tbo_options = _tbo_options(config, options)
-    project_rules = tuple(
-        rule(tbo_options) for rule in all_rules() if rule.code in codes and issubclass(rule, ProjectRule)
-    )
-    extra = tuple(word.encode() for word in SUPPRESSION_WORDS) if "KV001" in codes else ()
-    return _Plan(
-        rules=rules,
-        project_rules=project_rules,
-        rule_groups=tuple(encode_groups(rule.trigger_groups(contract)) for rule in rules),
-        project_groups=tuple(encode_groups(rule.trigger_groups(rule.options, contract)) for rule in project_rules),
-        extra_words=extra,
-    )
-
-
-def _tbo_options(config: Config, options: RunOptions) -> TboConfig:
-    return replace(config.tbo, strict=config.tbo.strict or options.strict_tbo)
 
 
 def _read_all(files: Sequence[Path], cwd: Path) -> tuple[dict[Path, bytes], list[RunError]]:
@@ -369,7 +272,7 @@ def _fix_allowed(applicability: Applicability, allowed: Optional[Applicability])
 def _apply_project_edit(
     edit: Any, sources: dict[str, bytes], fixed: dict[str, tuple[bytes, bytes]], errors: list[RunError]
 ) -> None:
-    from kvlint.project_edit import insert_after_line
+    from kvlint.fix.project_edit import insert_after_line
 
     original = sources.get(edit.path)
     if original is None:

@@ -10,7 +10,7 @@ import click
 
 from kvlint.engine import RunResult
 from kvlint.types import Applicability, Finding
-from kvlint.writer import WriteRefused, write_fixed
+from kvlint.fix.writer import WriteRefused, write_fixed
 
 
 def apply_or_diff(result: RunResult, allowed: Applicability, *, show_diff: bool, quiet: bool) -> int:

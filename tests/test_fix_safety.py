@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import kvlint.engine
-import kvlint.writer
+import kvlint.fix.writer
 from kvlint.cli import main
 
 SEPARATE_STDERR = {"mix_stderr": False} if "mix_stderr" in inspect.signature(CliRunner).parameters else {}
@@ -39,7 +39,7 @@ def test_failure_at_the_rename_keeps_the_original_and_is_reported(
     def failing_replace(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(kvlint.writer.os, "replace", failing_replace)
+    monkeypatch.setattr(kvlint.fix.writer.os, "replace", failing_replace)
     result = fix(".")
     assert result.exit_code == 2
     assert "attn.py: error: write failed, original kept: No space left on device" in result.stderr
@@ -71,7 +71,7 @@ def test_edit_landing_while_the_temp_file_is_written_is_not_overwritten(
         real_fsync(fd)
         target.write_text(BARE + "# edited at the last moment\n")
 
-    monkeypatch.setattr(kvlint.writer.os, "fsync", fsync_then_user_edits)
+    monkeypatch.setattr(kvlint.fix.writer.os, "fsync", fsync_then_user_edits)
     result = fix(".")
     assert result.exit_code == 2
     assert "file changed since it was read" in result.stderr

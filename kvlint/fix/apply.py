@@ -1,0 +1,58 @@
+"""Apply a set of replacements to one LibCST tree.
+
+A fix names its target node by identity, so the replacements must have been
+computed on the very tree passed here. Imports the new code needs are added
+by LibCST's `AddImportsVisitor` (once, into the import block, never by string
+editing).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+
+from kvlint.rule import Replacement
+
+
+class FixFailed(Exception):
+    """A fix could not be applied (overlapping edits, a node that vanished)."""
+
+
+class _Swap(cst.CSTTransformer):
+    def __init__(self, replacements: Sequence[Replacement]) -> None:
+        self.by_target = {id(fix.target): fix for fix in replacements}
+        self.applied = 0
+
+    def on_leave(
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNode]]:
+        fix = self.by_target.get(id(original_node))
+        if fix is None or fix.target is not original_node:
+            return updated_node
+        self.applied += 1
+        return fix.new
+
+
+def apply_replacements(module: cst.Module, replacements: Sequence[Replacement], filename: str = "") -> cst.Module:
+    """`module` with every replacement applied and the imports they need added.
+
+    Raises `FixFailed` when a target was not reached, which happens when it
+    sits inside another fix's target: one of the two would be lost.
+    """
+    if not replacements:
+        return module
+    swap = _Swap(replacements)
+    updated = module.visit(swap)
+    if swap.applied != len(swap.by_target):
+        raise FixFailed(f"{len(swap.by_target) - swap.applied} fix target(s) overlap another fix")
+    # A context of our own: a caller's codemod context would run the import visitor a second time.
+    context = CodemodContext(filename=filename or None)
+    needed = [(module_name, name) for fix in replacements for module_name, name in fix.imports]
+    for module_name, name in needed:
+        AddImportsVisitor.add_needed_import(context, module_name, name)
+    if needed:
+        updated = AddImportsVisitor(context).transform_module(updated)
+    return updated
