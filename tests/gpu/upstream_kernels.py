@@ -1,6 +1,6 @@
 """Upstream SGLang's own Triton kernels, loaded as files from the pinned wheel.
 
-The sglang wheel (version `SGLANG_VERSION`, the one the corpus tests read) is
+The sglang wheel (`SGLANG_VERSION`, the release the corpus tests pin) is
 downloaded once with ``pip download --no-deps`` into
 ``<corpus dir>/wheels/`` (see ``tests/corpus.py``: ``$KVLINT_CORPUS_DIR``,
 default ``~/.cache/kvlint-corpus``), and the few kernel files below are
@@ -30,9 +30,10 @@ from typing import Dict, List, Optional
 
 if str(Path(__file__).resolve().parent.parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent.parent))
-from corpus import CorpusUnavailable, corpus_dir  # noqa: E402
+from corpus import CorpusUnavailable, corpus_dir, sglang_version  # noqa: E402
 
-SGLANG_VERSION = "0.5.23"
+# The release the corpus tests judge (`tests/corpus.py`; $KVLINT_SGLANG_VERSION to try another).
+SGLANG_VERSION = sglang_version()
 
 # Dotted module name -> path inside the wheel. Order matters: a file is loaded
 # after the files it imports.
