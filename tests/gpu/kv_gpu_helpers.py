@@ -1,5 +1,13 @@
-"""Shared set-up for tests/gpu: pools filled through their write doors, page
-tables, sequence lengths, and the error measure the parity checks use."""
+"""Shared set-up for tests/gpu: the device, CI-sized shapes, pools filled
+through their write doors, page tables, sequence lengths, and the error
+measure the parity checks use.
+
+On CUDA the kernels run compiled at the full sizes; without CUDA the conftest
+has set ``TRITON_INTERPRET=1`` and `sized` picks the small CPU shapes (the
+interpreter runs each program instance in Python). Under the interpreter
+bfloat16 is not faithful (numpy has no bfloat16), so the CPU shapes use
+float16 and float32 as their two dtypes.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +19,20 @@ import torch
 
 from runtime_shim import KVWriteLoc
 
-DEVICE = torch.device("cuda")
+ON_CUDA = torch.cuda.is_available()
+DEVICE = torch.device("cuda" if ON_CUDA else "cpu")
+# The two dtypes every parity case covers: bfloat16 compiled, float32 interpreted.
+DTYPES = (torch.float16, torch.bfloat16) if ON_CUDA else (torch.float16, torch.float32)
+
+
+def sized(cuda, cpu):
+    """``cuda`` when the kernels run compiled, ``cpu`` under the interpreter."""
+    return cuda if ON_CUDA else cpu
+
+
+def synchronize() -> None:
+    if ON_CUDA:
+        torch.cuda.synchronize()
 
 
 @dataclass(frozen=True)
@@ -28,7 +49,7 @@ def marked_loc(loc: torch.Tensor) -> KVWriteLoc:
 def make_sequences(
     gen: torch.Generator, batch: int, num_pages: int, page_size: int, max_len: int
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(page_table [batch, max_pages] int32, seq_lens [batch] int32) on CUDA.
+    """(page_table [batch, max_pages] int32, seq_lens [batch] int32) on DEVICE.
 
     Lengths are drawn so that sequences end mid-page and span several pages;
     pages are a random permutation so no sequence's pages are adjacent in

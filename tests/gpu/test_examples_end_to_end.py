@@ -1,11 +1,12 @@
-"""End to end on CUDA: the examples backend before and after ``kvlint fix``.
+"""End to end: the examples backend before and after ``kvlint fix``, on CUDA, or
+on CPU with the Triton kernels interpreted.
 
 The examples tree (``examples/layers/attention/token_major_backend.py``,
 driven by ``examples/run_backend.py``) carries two hazards: a bare
 ``forward_batch.out_cache_loc`` at the write door (KV101) and
 ``.view(-1, page_size, H, D)`` on the pool's per-layer views (KV201). A copy of
 the tree is fixed with ``python -m kvlint fix`` and both versions run the same
-decode steps on CUDA, against a strict token-major pool under
+decode steps on the device, against a strict token-major pool under
 ``kv_layout_guard()`` and against the contiguous pool:
 
 * before the fix the strict pool refuses the unmarked loc, the guard raises
@@ -30,7 +31,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kv_gpu_helpers import DEVICE
+from kv_gpu_helpers import DEVICE, sized
 from runtime_shim import KVLayoutError
 from runtime_shim.kernels import paged_decode_attention, paged_decode_attention_stride_naive
 
@@ -60,8 +61,13 @@ def _load(path: Path):
     return run_backend.load_backend_class(path)
 
 
+# Interpreted, one decode step over two layers keeps each run under a second.
+SMALL = sized({}, dict(steps=1, layer_num=2))
+PAGE_SIZES = sized([1, 16, 64], [1, 16])
+
+
 def _run(backend_cls, **kwargs):
-    return run_backend.run_decode(backend_cls, device=DEVICE, **kwargs)
+    return run_backend.run_decode(backend_cls, device=DEVICE, **SMALL, **kwargs)
 
 
 def _with_kernel(backend_cls, kernel):
@@ -121,7 +127,7 @@ def test_fixed_backend_equals_the_contiguous_run(fixed_examples, page_size):
     backend = _load(fixed_examples / BACKEND)
     contiguous = _run(backend, pool="contiguous", page_size=page_size)
     token_major = _run(backend, pool="token_major", strict=True, guard=True, page_size=page_size)
-    assert token_major.output.is_cuda
+    assert token_major.output.device.type == DEVICE.type
     assert token_major.unmarked_writes == []
     assert token_major.written_bytes() == contiguous.written_bytes()
     assert torch.equal(token_major.output, contiguous.output)
@@ -135,7 +141,7 @@ def test_unfixed_backend_with_a_stride_naive_triton_kernel_is_wrong_at_page_size
     assert not torch.allclose(token_major.output, contiguous.output, atol=1e-2)
 
 
-@pytest.mark.parametrize("page_size", [1, 16, 64])
+@pytest.mark.parametrize("page_size", PAGE_SIZES)
 def test_fixed_backend_with_the_stride_aware_triton_kernel_is_bit_identical(fixed_examples, page_size):
     backend = _with_kernel(_load(fixed_examples / BACKEND), paged_decode_attention)
     contiguous = _run(backend, pool="contiguous", page_size=page_size)

@@ -16,7 +16,7 @@ import itertools
 import pytest
 import torch
 
-from kv_gpu_helpers import CORRUPTION, DEVICE, Layer, fill_mha_pools, make_sequences, rel_err, tolerance
+from kv_gpu_helpers import CORRUPTION, DEVICE, DTYPES, Layer, fill_mha_pools, make_sequences, rel_err, sized, tolerance
 from runtime_shim import ContiguousMHAPool, TokenMajorMHAPool, paged_kv_view
 from runtime_shim.kernels import (
     paged_decode_attention,
@@ -25,14 +25,18 @@ from runtime_shim.kernels import (
     paged_decode_attention_stride_naive,
 )
 
-LAYER_NUM = 4
+LAYER_NUM = sized(4, 3)
 KV_HEADS = 2
 GROUP = 4  # grouped-query: 4 query heads share each KV head
-BATCH = 5
-MAX_LEN = 300
-CASES = list(
-    itertools.product((1, 16, 64), (64, 128), (torch.float16, torch.bfloat16))
+BATCH = sized(5, 2)
+MAX_LEN = sized(300, 40)
+# Compiled: every page size x head dim x dtype. Interpreted: page sizes 1 and
+# 16, both dtypes, both head dims, in two cases.
+CASES = sized(
+    list(itertools.product((1, 16, 64), (64, 128), DTYPES)),
+    [(1, 64, DTYPES[0]), (16, 128, DTYPES[1])],
 )
+LAYERS = sized([0, LAYER_NUM - 1], [LAYER_NUM - 1])
 
 
 def _ids(case):
@@ -78,7 +82,7 @@ def _paged(pool, layer, f):
     return paged_kv_view(k, ps, KV_HEADS, hd), paged_kv_view(v, ps, KV_HEADS, hd)
 
 
-@pytest.mark.parametrize("layer_id", [0, LAYER_NUM - 1])
+@pytest.mark.parametrize("layer_id", LAYERS)
 def test_token_major_view_has_the_entry_as_in_page_stride(filled, layer_id):
     k_tm, _ = _paged(filled["token_major"], Layer(layer_id), filled)
     k_c, _ = _paged(filled["contiguous"], Layer(layer_id), filled)
@@ -90,7 +94,7 @@ def test_token_major_view_has_the_entry_as_in_page_stride(filled, layer_id):
     assert k_tm.stride(1) >= 2 * LAYER_NUM * KV_HEADS * hd
 
 
-@pytest.mark.parametrize("layer_id", [0, LAYER_NUM - 1])
+@pytest.mark.parametrize("layer_id", LAYERS)
 def test_stride_aware_kernel_is_bit_identical_across_layouts(filled, layer_id):
     f, layer = filled, Layer(layer_id)
     out_tm = paged_decode_attention(f["q"], *_paged(f["token_major"], layer, f), f["page_table"], f["seq_lens"])
@@ -99,7 +103,7 @@ def test_stride_aware_kernel_is_bit_identical_across_layouts(filled, layer_id):
     assert torch.equal(out_tm, out_c)
 
 
-@pytest.mark.parametrize("layer_id", [0, LAYER_NUM - 1])
+@pytest.mark.parametrize("layer_id", LAYERS)
 def test_stride_aware_kernel_matches_the_reference(filled, layer_id):
     f, layer = filled, Layer(layer_id)
     for pool in (f["token_major"], f["contiguous"]):
@@ -118,7 +122,7 @@ def test_forced_split_counts_agree(filled):
     assert rel_err(many, one) < tolerance(f["dtype"])
 
 
-@pytest.mark.parametrize("layer_id", [0, LAYER_NUM - 1])
+@pytest.mark.parametrize("layer_id", LAYERS)
 def test_stride_naive_kernel_corrupts_token_major_view_silently(filled, layer_id):
     f, layer = filled, Layer(layer_id)
     ps, hd = f["page_size"], f["head_dim"]
@@ -135,7 +139,7 @@ def test_stride_naive_kernel_corrupts_token_major_view_silently(filled, layer_id
     assert rel_err(out, naive_ref) < tolerance(f["dtype"])
 
 
-@pytest.mark.parametrize("layer_id", [0, LAYER_NUM - 1])
+@pytest.mark.parametrize("layer_id", LAYERS)
 def test_stride_naive_kernel_is_right_on_the_contiguous_pool(filled, layer_id):
     f, layer = filled, Layer(layer_id)
     ps, hd = f["page_size"], f["head_dim"]

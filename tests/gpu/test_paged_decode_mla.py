@@ -10,7 +10,7 @@ import itertools
 import pytest
 import torch
 
-from kv_gpu_helpers import CORRUPTION, DEVICE, Layer, fill_mla_pools, make_sequences, rel_err, tolerance
+from kv_gpu_helpers import CORRUPTION, DEVICE, DTYPES, Layer, fill_mla_pools, make_sequences, rel_err, sized, tolerance
 from runtime_shim import ContiguousMLAPool, TokenMajorMLAPool, paged_row_view
 from runtime_shim.kernels import (
     paged_mla_decode_attention,
@@ -20,12 +20,14 @@ from runtime_shim.kernels import (
 )
 
 LAYER_NUM = 3
-Q_HEADS = 16
-BATCH = 4
-MAX_LEN = 200
-CASES = list(
-    itertools.product((1, 16, 64), ((128, 32), (256, 64)), (torch.float16, torch.bfloat16))
+Q_HEADS = sized(16, 4)
+BATCH = sized(4, 2)
+MAX_LEN = sized(200, 40)
+CASES = sized(
+    list(itertools.product((1, 16, 64), ((128, 32), (256, 64)), DTYPES)),
+    [(1, (128, 32), DTYPES[0]), (16, (128, 32), DTYPES[1])],
 )
+LAYERS = sized([0, LAYER_NUM - 1], [LAYER_NUM - 1])
 
 
 def _ids(case):
@@ -69,7 +71,7 @@ def _reference(f, rows):
     return paged_mla_decode_attention_reference(f["q"], rows, f["page_table"], f["seq_lens"], latent_dim=f["latent_dim"])
 
 
-@pytest.mark.parametrize("layer_id", [0, LAYER_NUM - 1])
+@pytest.mark.parametrize("layer_id", LAYERS)
 def test_row_view_keeps_the_entry_stride(filled, layer_id):
     rows = _rows(filled["token_major"], Layer(layer_id), filled)
     row = filled["latent_dim"] + filled["rope_dim"]
@@ -78,7 +80,7 @@ def test_row_view_keeps_the_entry_stride(filled, layer_id):
     assert rows.stride(1) >= LAYER_NUM * row
 
 
-@pytest.mark.parametrize("layer_id", [0, LAYER_NUM - 1])
+@pytest.mark.parametrize("layer_id", LAYERS)
 def test_stride_aware_mla_kernel_is_bit_identical_across_layouts(filled, layer_id):
     f, layer = filled, Layer(layer_id)
     out_tm = _attend(f, _rows(f["token_major"], layer, f))
@@ -88,7 +90,7 @@ def test_stride_aware_mla_kernel_is_bit_identical_across_layouts(filled, layer_i
     assert torch.equal(out_tm, out_c)
 
 
-@pytest.mark.parametrize("layer_id", [0, LAYER_NUM - 1])
+@pytest.mark.parametrize("layer_id", LAYERS)
 def test_stride_aware_mla_kernel_matches_the_reference(filled, layer_id):
     f, layer = filled, Layer(layer_id)
     for pool in (f["token_major"], f["contiguous"]):
@@ -96,7 +98,7 @@ def test_stride_aware_mla_kernel_matches_the_reference(filled, layer_id):
         assert rel_err(_attend(f, rows), _reference(f, rows)) < tolerance(f["dtype"]), type(pool).__name__
 
 
-@pytest.mark.parametrize("layer_id", [0, LAYER_NUM - 1])
+@pytest.mark.parametrize("layer_id", LAYERS)
 def test_stride_naive_mla_kernel_corrupts_token_major_view_silently(filled, layer_id):
     f, layer = filled, Layer(layer_id)
     row = f["latent_dim"] + f["rope_dim"]
@@ -111,7 +113,7 @@ def test_stride_naive_mla_kernel_corrupts_token_major_view_silently(filled, laye
     assert rel_err(out, naive_ref) < tolerance(f["dtype"])
 
 
-@pytest.mark.parametrize("layer_id", [0, LAYER_NUM - 1])
+@pytest.mark.parametrize("layer_id", LAYERS)
 def test_stride_naive_mla_kernel_is_right_on_the_contiguous_pool(filled, layer_id):
     f, layer = filled, Layer(layer_id)
     row = f["latent_dim"] + f["rope_dim"]

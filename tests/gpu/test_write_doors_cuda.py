@@ -1,4 +1,5 @@
-"""The pools' write doors and the layout guard on CUDA tensors.
+"""The pools' write doors and the layout guard on the device's tensors
+(CUDA when present, else CPU; the kernel step runs interpreted there).
 
 Marked locs must land at the bytes the token-major law names, and nowhere
 else; unmarked locs are refused by a strict pool before anything is written;
@@ -11,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kv_gpu_helpers import DEVICE, Layer, make_sequences, marked_loc
+from kv_gpu_helpers import DEVICE, Layer, make_sequences, marked_loc, synchronize
 from runtime_shim import (
     ENTRY_ALIGN_BYTES,
     KVLayoutError,
@@ -60,7 +61,7 @@ def test_marked_mha_write_lands_at_the_token_major_bytes_and_nowhere_else(dtype)
     k = torch.randn((40, K_HEADS, K_DIM), generator=gen).to(dtype).to(DEVICE)
     v = torch.randn((40, V_HEADS, V_DIM), generator=gen).to(dtype).to(DEVICE)
     pool.set_kv_buffer(Layer(layer), marked_loc(loc), k, v)
-    torch.cuda.synchronize()
+    synchronize()
 
     raw = pool.raw
     touched = torch.zeros_like(raw, dtype=torch.bool)
@@ -92,7 +93,7 @@ def test_marked_mla_write_lands_in_latent_and_rope_rows():
     latent = torch.randn((25, 1, latent_dim), generator=gen).to(dtype).to(DEVICE)
     rope = torch.randn((25, 1, rope_dim), generator=gen).to(dtype).to(DEVICE)
     pool.set_mla_kv_buffer(Layer(layer), marked_loc(loc), latent, rope)
-    torch.cuda.synchronize()
+    synchronize()
     touched = torch.zeros_like(pool.raw, dtype=torch.bool)
     for i, t in enumerate(loc.tolist()):
         at = t * entry + layer * row_bytes
@@ -153,7 +154,7 @@ def test_guard_flags_view_split_of_a_cuda_pool_created_inside_it():
     with kv_layout_guard():
         pool = _mha_pool()
         k = pool.get_key_buffer(Layer(0))
-        assert k.is_cuda
+        assert k.device.type == DEVICE.type
         with pytest.raises(KVLayoutError, match="KV201"):
             k.view(-1, PAGE_SIZE, K_HEADS, K_DIM)
 
