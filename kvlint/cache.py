@@ -37,7 +37,7 @@ from kvlint.prefilter import Triggers
 from kvlint.types import FileOutcome, Finding
 
 # Bumped when the layout of a cache file changes.
-FORMAT = 1
+FORMAT = 2
 MAX_RUN_KEYS = 16
 STALE_TEMP_S = 3600
 GITIGNORE = "# Automatically created by kvlint.\n*\n"
@@ -56,6 +56,8 @@ class ProjectEntry:
     # (path, digest) of files a finding sits in: its suppressions were read there.
     also_read: tuple[tuple[str, bytes], ...]
     findings: tuple[Finding, ...]
+    # (path, line, column) of the suppressions its findings used: those are not KV001.
+    used: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass
@@ -123,13 +125,13 @@ class ResultCache:
         self._contents.triggers = triggers
         self._dirty = True
 
-    def project(self, code: str, inputs: bytes, digests: dict[str, bytes]) -> Optional[tuple[Finding, ...]]:
+    def project(self, code: str, inputs: bytes, digests: dict[str, bytes]) -> Optional[ProjectEntry]:
         entry = self._contents.project.get(code)
         if entry is None or entry.inputs != inputs:
             return None
         if any(digests.get(path) != known for path, known in entry.also_read):
             return None
-        return entry.findings
+        return entry
 
     def store_project(self, code: str, entry: ProjectEntry) -> None:
         self._contents.project[code] = entry

@@ -8,7 +8,6 @@ that file and rule, and the other rules still run.
 from __future__ import annotations
 
 import ast
-import hashlib
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
@@ -22,11 +21,9 @@ from kvlint.preparse import Unparsable, python_tree, too_large
 from kvlint.plan import CheckRequest, project_groups, rule_groups, whole_file_groups
 from kvlint.prefilter import passes
 from kvlint.rule import FileContext, ProjectRule, Replacement, Rule, Violation
-from kvlint.suppression import Suppression, parse_suppressions
-from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError, Severity
+from kvlint.decide import Candidate, FileDecisions, fingerprint
+from kvlint.types import SYNTAX_ERROR, Applicability, FileOutcome, Finding, FixInfo, RunError, Suppression, fix_allowed
 
-SYNTAX_ERROR = ("KV000", "syntax-error")
-UNUSED_IGNORE = ("KV001", "unused-ignore")
 
 
 @dataclass(frozen=True)
@@ -70,13 +67,14 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
 
     ctx = FileContext(request.path, module, request.contract)
     errors.extend(_run_rules(ctx, request.rules))
-    findings, kept = _to_findings(request, module, ctx.violations)
+    findings, kept, open_suppressions = _to_findings(request, module, ctx.violations)
     fixed_source: Optional[bytes] = None
     if request.fix is not None and any(_applies(v, request.fix) for v in kept):
         fixed_source, fix_error = _fix(request, module)
         if fix_error is not None:
             errors.append(fix_error)
-    return CheckResult(FileOutcome(request.path, True, tuple(findings), tuple(errors), fixed_source), facts)
+    outcome = FileOutcome(request.path, True, tuple(findings), tuple(errors), fixed_source, open_suppressions)
+    return CheckResult(outcome, facts)
 
 
 def _source_to_parse(request: CheckRequest, data: bytes, tree: ast.Module) -> bytes:
@@ -116,88 +114,42 @@ def _internal_error(path: str, code: str) -> RunError:
 
 def _to_findings(
     request: CheckRequest, module: cst.Module, violations: list[Violation]
-) -> tuple[list[Finding], list[Violation]]:
-    """Findings for the violations that survive suppression, and those violations."""
+) -> tuple[list[Finding], list[Violation], tuple[Suppression, ...]]:
+    """Findings for the violations that survive the decisions, those violations, and the unused suppressions."""
     violations = [v for v in violations if v.code not in request.ignored_codes]
     need_comments = bool(violations) or request.report_unused_ignores
-    suppressions = parse_suppressions(module.code) if need_comments else {}
-    if not violations and not (request.report_unused_ignores and suppressions):
-        return [], []
+    decisions = FileDecisions.for_source(request.path, request.ignored_codes, module.code if need_comments else None)
+    if not violations and not (request.report_unused_ignores and decisions.suppressions):
+        return [], [], ()
     locations = locate(module, [v.node for v in violations])
     rules = {rule.code: rule for rule in request.rules}
     findings: list[Finding] = []
     kept: list[Violation] = []
-    occurrences: dict[tuple[str, str, str], int] = {}
     for violation in violations:
         where = locations[id(violation.node)]
         start, end = where.range.start, where.range.end
-        if _suppressed(violation.code, suppressions, (start.line, where.statement_line)):
-            continue
-        snippet = " ".join(module.code_for_node(violation.node).split())
-        key = (violation.code, where.scope, snippet)
-        occurrences[key] = occurrences.get(key, 0) + 1
         rule = rules[violation.code]
-        findings.append(
-            Finding(
-                code=rule.code,
-                name=rule.name,
-                severity=rule.severity,
-                path=request.path,
-                line=start.line,
-                column=start.column + 1,
-                end_line=end.line,
-                end_column=end.column + 1,
-                message=violation.message,
-                fingerprint=fingerprint(rule.code, request.path, where.scope, snippet, occurrences[key]),
-                fix=_fix_info(module, violation),
-            )
+        candidate = Candidate(
+            code=rule.code,
+            name=rule.name,
+            severity=rule.severity,
+            path=request.path,
+            line=start.line,
+            column=start.column + 1,
+            end_line=end.line,
+            end_column=end.column + 1,
+            message=violation.message,
+            snippet=" ".join(module.code_for_node(violation.node).split()),
+            statement_line=where.statement_line,
+            scope=where.scope,
+            fix=_fix_info(module, violation),
         )
-        kept.append(violation)
-    if request.report_unused_ignores:
-        findings.extend(_unused_ignores(request.path, suppressions, {r.code for r in request.rules}))
-    return findings, kept
-
-
-def _suppressed(code: str, suppressions: dict[int, list[Suppression]], lines: tuple[int, int]) -> bool:
-    for line in dict.fromkeys(lines):
-        for suppression in suppressions.get(line, ()):
-            if suppression.covers(code):
-                suppression.used.add(code)
-                return True
-    return False
-
-
-def _unused_ignores(path: str, suppressions: dict[int, list[Suppression]], selected: set[str]) -> list[Finding]:
-    findings = []
-    for line, items in sorted(suppressions.items()):
-        for item in items:
-            if item.used or item.bare_noqa:
-                continue
-            # A `# noqa: E501` is another tool's business; only ours can be unused here.
-            if item.codes is not None and not any(code.startswith("KV") for code in item.codes):
-                continue
-            codes = "" if item.codes is None else f"[{','.join(sorted(item.codes))}]"
-            findings.append(
-                Finding(
-                    code=UNUSED_IGNORE[0],
-                    name=UNUSED_IGNORE[1],
-                    severity=Severity.WARNING,
-                    path=path,
-                    line=line,
-                    column=item.column,
-                    end_line=line,
-                    end_column=item.column + 1,
-                    message=f"suppression{codes} suppresses nothing",
-                    fingerprint=fingerprint(UNUSED_IGNORE[0], path, "", codes, line),
-                )
-            )
-    return findings
-
-
-def fingerprint(code: str, path: str, scope: str, snippet: str, occurrence: int) -> str:
-    """Stable across unrelated edits: no line numbers, only what and where by name."""
-    text = f"{code}\0{path}\0{scope}\0{snippet}\0{occurrence}"
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+        finding = decisions.admit(candidate)
+        if finding is not None:
+            findings.append(finding)
+            kept.append(violation)
+    open_suppressions = decisions.open_suppressions() if request.report_unused_ignores else ()
+    return findings, kept, open_suppressions
 
 
 def _fix_info(module: cst.Module, violation: Violation) -> Optional[FixInfo]:
@@ -211,9 +163,7 @@ def _fix_info(module: cst.Module, violation: Violation) -> Optional[FixInfo]:
 
 
 def _applies(violation: Violation, allowed: Applicability) -> bool:
-    if violation.fix is None:
-        return False
-    return allowed is Applicability.UNSAFE or violation.fix.applicability is Applicability.SAFE
+    return violation.fix is not None and fix_allowed(violation.fix.applicability, allowed)
 
 
 def fixable_replacements(request: CheckRequest, module: cst.Module) -> list[Replacement]:
@@ -223,7 +173,7 @@ def fixable_replacements(request: CheckRequest, module: cst.Module) -> list[Repl
     ctx = FileContext(request.path, module, request.contract)
     if _run_rules(ctx, request.rules):
         return []
-    _, kept = _to_findings(request, module, ctx.violations)
+    _, kept, _ = _to_findings(request, module, ctx.violations)
     return [v.fix for v in kept if _applies(v, request.fix) and v.fix is not None]
 
 
@@ -238,16 +188,16 @@ def _fix(request: CheckRequest, module: cst.Module) -> tuple[Optional[bytes], Op
 
 def _syntax_error(path: str, line: int, column: int, message: str) -> CheckResult:
     finding = Finding(
-        code=SYNTAX_ERROR[0],
-        name=SYNTAX_ERROR[1],
-        severity=Severity.ERROR,
+        code=SYNTAX_ERROR.code,
+        name=SYNTAX_ERROR.name,
+        severity=SYNTAX_ERROR.severity,
         path=path,
         line=line,
         column=column,
         end_line=line,
         end_column=column,
         message=message,
-        fingerprint=fingerprint(SYNTAX_ERROR[0], path, "", message, 1),
+        fingerprint=fingerprint(SYNTAX_ERROR.code, path, "", message, 1),
     )
     return CheckResult(FileOutcome(path, False, (finding,)))
 

@@ -8,11 +8,8 @@ from typing import Optional
 
 from kvlint.contract import Contract
 from kvlint.registry import AnyRule, all_rules, rule_by_code
+from kvlint.types import ENGINE_CODES
 
-ENGINE_RULES = (
-    ("KV000", "syntax-error", "error", "none", "A file that does not parse, or is not valid in its declared encoding."),
-    ("KV001", "unused-ignore", "warning", "none", "A suppression comment that suppresses nothing (--report-unused-ignores)."),
-)
 
 
 def summary(rule: AnyRule) -> str:
@@ -24,9 +21,9 @@ def fix_label(rule: AnyRule) -> str:
 
 
 def explain_rule(code: str) -> Optional[str]:
-    for engine_code, name, severity, _fix, text in ENGINE_RULES:
-        if engine_code == code.upper():
-            return f"{engine_code} {name} ({severity})\n\n{text}"
+    for engine in ENGINE_CODES:
+        if engine.code == code.upper():
+            return f"{engine.code} {engine.name} ({engine.severity.value})\n\n{engine.summary}"
     rule = rule_by_code(code)
     if rule is None:
         return None
@@ -35,7 +32,7 @@ def explain_rule(code: str) -> Optional[str]:
 
 
 def rules_table(output_format: str = "text") -> str:
-    rows = [row[:4] + (row[4],) for row in ENGINE_RULES]
+    rows = [(e.code, e.name, e.severity.value, "none", e.summary) for e in ENGINE_CODES]
     rows += [(r.code, r.name, r.severity.value, fix_label(r), summary(r)) for r in all_rules()]
     if output_format == "json":
         keys = ("code", "name", "severity", "fix", "summary")

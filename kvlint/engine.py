@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from kvlint.cache import ProjectEntry, ResultCache, dataclass_identity, digest, project_inputs, run_key
 from kvlint.config import Config, ConfigError
@@ -26,8 +26,8 @@ from kvlint.discovery import discover, display_path
 from kvlint.learn import learn_contract
 from kvlint.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.selection import per_file_ignored
-from kvlint.suppression import parse_suppressions
-from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError
+from kvlint.decide import Candidate, FileDecisions, unused_ignores
+from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError, fix_allowed
 from kvlint.workers import Progress, Work, check_all
 
 if TYPE_CHECKING:
@@ -127,33 +127,12 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         if outcome.fixed_source is not None:
             fixed[shown] = (by_path[shown], outcome.fixed_source)
 
+    project = _Project(plan, config, config_paths, by_path, digests, result_cache, options.fix)
     for code in triggers.project_codes:
-        contributors = [shown for shown, result in checked.items() if code in result.facts]
-        inputs = project_inputs(code, ((shown, digests[shown]) for shown in contributors)) if result_cache else b""
-        if result_cache is not None and options.fix is None:
-            known = result_cache.project(code, inputs, digests)
-            if known is not None:
-                findings.extend(known)
-                continue
-        project_rule = plan().project_rule(code)
-        try:
-            violations = project_rule.finish({shown: checked[shown].fact(code) for shown in contributors})
-        except Exception as exc:  # noqa: BLE001 - isolation, as for per-file rules
-            errors.append(RunError("<project>", f"internal error in rule {code}: {exc!r}", internal=True))
-            continue
-        produced = []
-        for violation in violations:
-            finding = _project_finding(project_rule, violation, by_path, config)
-            if finding is None:
-                continue
-            produced.append(finding)
-            if violation.fix is not None and _fix_allowed(violation.fix.applicability, options.fix):
-                _apply_project_edit(violation.fix, by_path, fixed, errors)
-        findings.extend(produced)
-        if result_cache is not None:
-            # A suppression comment in the file a finding sits in is an input too.
-            read = tuple(sorted({(v.path, digests[v.path]) for v in violations if v.path in digests}))
-            result_cache.store_project(code, ProjectEntry(inputs, read, tuple(produced)))
+        findings.extend(project.run_rule(code, checked, fixed, errors))
+    for shown, result in checked.items():
+        if result.outcome is not None and result.outcome.open_suppressions:
+            findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project.used.get(shown, ())))
 
     if result_cache is not None:
         result_cache.save(by_path)
@@ -180,7 +159,7 @@ def _has_fix_to_apply(outcome: Optional[FileOutcome], allowed: Optional[Applicab
     if outcome is None or allowed is None:
         return False
     return any(
-        finding.fix is not None and finding.fix.path is None and _fix_allowed(finding.fix.applicability, allowed)
+        finding.fix is not None and finding.fix.path is None and fix_allowed(finding.fix.applicability, allowed)
         for finding in outcome.findings
     )
 
@@ -232,23 +211,81 @@ def _config_relative(path: Path, config: Config) -> str:
         return path.as_posix()
 
 
-def _project_finding(
-    rule: ProjectRule, violation: ProjectViolation, sources: dict[str, bytes], config: Config
-) -> Optional[Finding]:
-    from kvlint.checker import fingerprint
+class _Project:
+    """Project rules: run each over the facts the files gave it, decide its findings, apply its edits."""
 
-    data = sources.get(violation.path)
-    if data is not None:
-        ignored = per_file_ignored(violation.path, config.per_file_ignores, [rule.code])
-        if rule.code in ignored:
-            return None
-        comments = parse_suppressions(data.decode("utf-8", errors="replace"))
-        if any(item.covers(rule.code) for item in comments.get(violation.line, ())):
-            return None
+    def __init__(
+        self,
+        plan: Callable[[], Plan],
+        config: Config,
+        config_paths: dict[str, str],
+        sources: dict[str, bytes],
+        digests: dict[str, bytes],
+        result_cache: Optional[ResultCache],
+        fix: Optional[Applicability],
+    ) -> None:
+        self._plan = plan
+        self._config = config
+        self._config_paths = config_paths
+        self._sources = sources
+        self._digests = digests
+        self._cache = result_cache
+        self._fix = fix
+        # Suppressions (line, column) that project findings used, by path: not KV001.
+        self.used: dict[str, set[tuple[int, int]]] = {}
+
+    def run_rule(
+        self, code: str, checked: dict[str, _Checked], fixed: dict[str, tuple[bytes, bytes]], errors: list[RunError]
+    ) -> list[Finding]:
+        contributors = [shown for shown, result in checked.items() if code in result.facts]
+        digests = self._digests
+        inputs = project_inputs(code, ((shown, digests[shown]) for shown in contributors)) if self._cache else b""
+        if self._cache is not None and self._fix is None:
+            known = self._cache.project(code, inputs, digests)
+            if known is not None:
+                for path, line, column in known.used:
+                    self.used.setdefault(path, set()).add((line, column))
+                return list(known.findings)
+        project_rule = self._plan().project_rule(code)
+        try:
+            violations = project_rule.finish({shown: checked[shown].fact(code) for shown in contributors})
+        except Exception as exc:  # noqa: BLE001 - isolation, as for per-file rules
+            errors.append(RunError("<project>", f"internal error in rule {code}: {exc!r}", internal=True))
+            return []
+        decisions: dict[str, FileDecisions] = {}
+        produced = []
+        for violation in violations:
+            if violation.path not in decisions:
+                decisions[violation.path] = self._decisions(violation.path, code)
+            finding = decisions[violation.path].admit(_candidate(project_rule, violation))
+            if finding is None:
+                continue
+            produced.append(finding)
+            if violation.fix is not None and fix_allowed(violation.fix.applicability, self._fix):
+                _apply_project_edit(violation.fix, self._sources, fixed, errors)
+        used = tuple(sorted((path, *where) for path, decided in decisions.items() for where in decided.used))
+        for path, line, column in used:
+            self.used.setdefault(path, set()).add((line, column))
+        if self._cache is not None:
+            # A suppression comment in the file a finding sits in is an input too.
+            read = tuple(sorted({(v.path, digests[v.path]) for v in violations if v.path in digests}))
+            self._cache.store_project(code, ProjectEntry(inputs, read, tuple(produced), used))
+        return produced
+
+    def _decisions(self, path: str, code: str) -> FileDecisions:
+        data = self._sources.get(path)
+        if data is None:
+            # Out of scope (the fix target of a rule reading a wider tree): nothing to decide from.
+            return FileDecisions(path)
+        ignored = per_file_ignored(self._config_paths[path], self._config.per_file_ignores, [code])
+        return FileDecisions.for_source(path, ignored, data.decode("utf-8", errors="replace"))
+
+
+def _candidate(rule: ProjectRule, violation: ProjectViolation) -> Candidate:
     fix = None
     if violation.fix is not None:
         fix = FixInfo(violation.fix.applicability, violation.fix.description, violation.fix.text, violation.fix.path)
-    return Finding(
+    return Candidate(
         code=rule.code,
         name=rule.name,
         severity=violation.severity,
@@ -258,15 +295,10 @@ def _project_finding(
         end_line=violation.end_line,
         end_column=violation.end_column,
         message=violation.message,
-        fingerprint=fingerprint(rule.code, violation.path, "", violation.snippet, 1),
+        snippet=violation.snippet,
+        statement_line=violation.statement_line or violation.line,
         fix=fix,
     )
-
-
-def _fix_allowed(applicability: Applicability, allowed: Optional[Applicability]) -> bool:
-    if allowed is None:
-        return False
-    return allowed is Applicability.UNSAFE or applicability is Applicability.SAFE
 
 
 def _apply_project_edit(

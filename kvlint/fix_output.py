@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from kvlint.engine import RunResult
-from kvlint.types import Applicability, Finding
+from kvlint.types import Applicability, Finding, fix_allowed
 from kvlint.fix.writer import WriteRefused, write_fixed
 
 
@@ -49,9 +49,7 @@ def apply_or_diff(result: RunResult, allowed: Applicability, *, show_diff: bool,
 
 
 def _was_fixed(finding: Finding, allowed: Applicability, fixed_paths: set[str]) -> bool:
-    if finding.fix is None:
-        return False
-    if finding.fix.applicability is Applicability.UNSAFE and allowed is Applicability.SAFE:
+    if finding.fix is None or not fix_allowed(finding.fix.applicability, allowed):
         return False
     return (finding.fix.path or finding.path) in fixed_paths
 

@@ -10,6 +10,7 @@ import pkgutil
 from functools import lru_cache
 
 from kvlint.rule import ProjectRule, Rule
+from kvlint.types import ENGINE_CODES
 
 AnyRule = type[Rule] | type[ProjectRule]
 
@@ -41,4 +42,4 @@ def rule_by_code(code: str) -> AnyRule | None:
 
 def all_codes() -> list[str]:
     # KV000 and KV001 are the engine's own findings, not rules with a check.
-    return ["KV000", "KV001", *(rule.code for rule in all_rules())]
+    return [*(engine.code for engine in ENGINE_CODES), *(rule.code for rule in all_rules())]

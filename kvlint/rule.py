@@ -117,6 +117,8 @@ class ProjectViolation:
     # The flagged source text; part of the fingerprint, so moving lines does not change it.
     snippet: str
     fix: Optional[ProjectEdit] = None
+    # First line of the statement holding the flagged code, when not `line`: a suppression may sit there.
+    statement_line: Optional[int] = None
 
 
 class ProjectRule:

@@ -8,28 +8,15 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from dataclasses import dataclass, field
 from typing import Optional
+
+from kvlint.types import Suppression
 
 _KVLINT = re.compile(r"#\s*kvlint:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 
 # Trigger words that make a file worth parsing when unused ignores are reported.
 SUPPRESSION_WORDS = ("kvlint: ignore", "kvlint:ignore", "noqa: KV", "noqa:KV")
-
-
-@dataclass
-class Suppression:
-    line: int
-    column: int
-    # None: suppresses every code on its line.
-    codes: Optional[frozenset[str]]
-    # A bare `# noqa` belongs to other tools as much as to us: never reported unused.
-    bare_noqa: bool
-    used: set[str] = field(default_factory=set)
-
-    def covers(self, code: str) -> bool:
-        return self.codes is None or code in self.codes or any(code.startswith(c) for c in self.codes)
 
 
 def parse_suppressions(source: str) -> dict[int, list[Suppression]]:

@@ -21,6 +21,47 @@ class Applicability(str, Enum):
     UNSAFE = "unsafe"
 
 
+def fix_allowed(applicability: Applicability, allowed: Optional[Applicability]) -> bool:
+    """Whether a fix of `applicability` is applied by a run that allows `allowed` (None: a check)."""
+    if allowed is None:
+        return False
+    return allowed is Applicability.UNSAFE or applicability is Applicability.SAFE
+
+
+@dataclass(frozen=True)
+class EngineCode:
+    """A code the engine reports itself: no rule class stands behind it."""
+
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+
+
+SYNTAX_ERROR = EngineCode(
+    "KV000", "syntax-error", Severity.ERROR, "A file that does not parse, or is not valid in its declared encoding."
+)
+UNUSED_IGNORE = EngineCode(
+    "KV001", "unused-ignore", Severity.WARNING, "A suppression comment that suppresses nothing (--report-unused-ignores)."
+)
+ENGINE_CODES = (SYNTAX_ERROR, UNUSED_IGNORE)
+
+
+@dataclass(frozen=True)
+class Suppression:
+    """One `# kvlint: ignore[...]` or `# noqa: ...` comment."""
+
+    line: int
+    column: int
+    # None: suppresses every code on its line.
+    codes: Optional[frozenset[str]]
+    # A bare `# noqa` belongs to other tools as much as to us: never reported unused.
+    bare_noqa: bool
+
+    def covers(self, code: str) -> bool:
+        return self.codes is None or code in self.codes or any(code.startswith(c) for c in self.codes)
+
+
 @dataclass(frozen=True)
 class FixInfo:
     """What a finding's fix would do, as reported (not how it is applied)."""
@@ -128,3 +169,6 @@ class FileOutcome:
     errors: tuple[RunError, ...] = ()
     # For `fix`: the new source text, when it differs from the old.
     fixed_source: Optional[bytes] = None
+    # Under --report-unused-ignores: the suppressions no finding of this file's
+    # rules used. The engine reports them (KV001) once project rules had their say.
+    open_suppressions: tuple[Suppression, ...] = ()

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, TextIO
-
-from kvlint.engine import RunResult
-
-Reporter = Callable[[RunResult, TextIO], None]
-
-FORMATS = ("text", "json", "sarif", "github")
+from typing import Callable
 
 
 def get_reporter(name: str) -> Callable[..., None]:

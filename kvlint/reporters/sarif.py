@@ -8,12 +8,23 @@ from typing import Any, TextIO
 from kvlint import __version__
 from kvlint.engine import RunResult
 from kvlint.registry import all_rules
+from kvlint.types import ENGINE_CODES
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def as_object(result: RunResult) -> dict[str, Any]:
-    rules = [
+    rules: list[dict[str, Any]] = [
+        {
+            "id": engine.code,
+            "name": engine.name,
+            "shortDescription": {"text": engine.summary},
+            "fullDescription": {"text": engine.summary},
+            "defaultConfiguration": {"level": engine.severity.value},
+        }
+        for engine in ENGINE_CODES
+    ]
+    rules += [
         {
             "id": rule.code,
             "name": rule.name,
