@@ -34,6 +34,9 @@ DEFAULT_BUFFER_ACCESSORS: tuple[str, ...] = (
 )
 DEFAULT_KV_NAME_FALLBACK = r"^(k|v|kv|key|value)_cache(_raw)?$"
 
+# The paged-view helpers a tree may define, in the order fixes prefer them.
+PAGED_HELPERS: tuple[str, ...] = ("paged_view", "paged_row_view", "paged_kv_view")
+
 # Keywords a write door accepts its loc under, besides the positional slot.
 LOC_KEYWORDS: tuple[str, ...] = ("loc", "loc_info")
 
@@ -51,7 +54,7 @@ class Contract:
     write_loc_fields: tuple[str, ...] = ("loc", "swa_loc", "full_loc")
     paged_helpers_module: str = SEED_DEFAULTS["paged-helpers-module"]
     # Which of paged_view / paged_row_view / paged_kv_view the helpers module defines.
-    paged_helpers: tuple[str, ...] = ("paged_view", "paged_row_view", "paged_kv_view")
+    paged_helpers: tuple[str, ...] = PAGED_HELPERS
     loc_attributes: tuple[str, ...] = ("out_cache_loc",)
     write_doors: tuple[tuple[str, int], ...] = tuple(DEFAULT_WRITE_DOORS.items())
     buffer_accessors: tuple[str, ...] = DEFAULT_BUFFER_ACCESSORS

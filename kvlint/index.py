@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 import libcst as cst
 
+from kvlint.rule import FileContext
 from kvlint.walk import code_children
 
 
@@ -41,8 +42,13 @@ class ModuleIndex:
         return found
 
 
-def trailing_name(expr: cst.BaseExpression) -> Optional[str]:
-    """`name` for a Name, the last attribute for `a.b.name`; otherwise None."""
+def trailing_name(expr: cst.BaseExpression, *, through_subscript: bool = False) -> Optional[str]:
+    """`name` for a Name, the last attribute for `a.b.name`; otherwise None.
+
+    With `through_subscript`, a subscripted type names its origin: `C[int]` -> "C".
+    """
+    if through_subscript and isinstance(expr, cst.Subscript):
+        expr = expr.value
     if isinstance(expr, cst.Name):
         return expr.value
     if isinstance(expr, cst.Attribute):
@@ -53,6 +59,11 @@ def trailing_name(expr: cst.BaseExpression) -> Optional[str]:
 def callee_name(call: cst.Call) -> Optional[str]:
     """The trailing name of what is called: `a.b.c(...)` -> "c", `f(...)` -> "f"."""
     return trailing_name(call.func)
+
+
+def module_index(ctx: FileContext) -> ModuleIndex:
+    """The file's index, built once and shared by every rule that asks."""
+    return ctx.analysis("module-index", lambda: build_index(ctx.module))
 
 
 def build_index(module: cst.Module) -> ModuleIndex:
@@ -89,13 +100,39 @@ def _record_import(index: ModuleIndex, node: cst.Import) -> None:
 
 
 def _record_import_from(index: ModuleIndex, node: cst.ImportFrom) -> None:
+    index.imports.update(import_from_origins(node))
+
+
+def import_from_origins(node: cst.ImportFrom) -> dict[str, str]:
+    """local name -> `pkg.mod.Name` for `from pkg.mod import Name [as local]`; the one spelling of an origin."""
     if isinstance(node.names, cst.ImportStar) or node.module is None:
-        return
+        return {}
     base = "." * len(node.relative) + _dotted(node.module)
+    origins: dict[str, str] = {}
     for alias in node.names:
         name = _dotted(alias.name)
         local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
-        index.imports[local] = f"{base}.{name}"
+        origins[local] = f"{base}.{name}"
+    return origins
+
+
+def top_level_imports(module: cst.Module) -> dict[str, str]:
+    """`import_from_origins` of the module-level `from` imports, including inside `if`/`try` blocks."""
+    imports: dict[str, str] = {}
+    for statement in _top_level_statements(module.body):
+        if isinstance(statement, cst.ImportFrom):
+            imports.update(import_from_origins(statement))
+    return imports
+
+
+def _top_level_statements(body: Sequence[cst.BaseStatement]) -> list[cst.BaseSmallStatement]:
+    found: list[cst.BaseSmallStatement] = []
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            found.extend(statement.body)
+        elif isinstance(statement, (cst.If, cst.Try)) and isinstance(statement.body, cst.IndentedBlock):
+            found.extend(_top_level_statements(statement.body.body))
+    return found
 
 
 def _dotted(node: cst.BaseExpression) -> str:
@@ -104,3 +141,7 @@ def _dotted(node: cst.BaseExpression) -> str:
     if isinstance(node, cst.Attribute):
         return f"{_dotted(node.value)}.{node.attr.value}"
     return ""
+
+
+def is_none(node: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"

@@ -31,11 +31,10 @@ from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
 from kvlint.config import Config, configured_contract
-from kvlint.contract import AUTO, DEFAULT_WRITE_DOORS, LOC_KEYWORDS, Contract
+from kvlint.contract import AUTO, DEFAULT_WRITE_DOORS, LOC_KEYWORDS, PAGED_HELPERS, Contract
 from kvlint.discovery import display_path
 
 MARK_FIELDS = ("id_space", "physical")
-PAGED_HELPERS = ("paged_view", "paged_row_view", "paged_kv_view")
 _DOOR_NAME = re.compile(r"^_?set_(\w+_)?kv_buffer$")
 _DOOR_DEF = re.compile(rb"def\s+_?set_\w*kv_buffer\s*\(")
 # Markers of a project root: a package path never climbs past one.

@@ -1,6 +1,9 @@
-"""Every rule kvlint has, found by importing the modules of `kvlint.rules`.
+"""Every rule kvlint has, found by walking the rule families under `kvlint.rules`.
 
-Adding a rule is adding one module there; nothing else lists rules.
+A family is a package (`kvlint.rules.write_loc`, `.layout`, `.tbo`); each of
+its public modules holds one rule class named after the module. Adding a rule
+is adding one module to a family (or a new family package); nothing else lists
+rules. Modules whose name starts with `_` are a family's own helpers.
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from functools import lru_cache
+from types import ModuleType
 
 from kvlint.rule import ProjectRule, Rule
 from kvlint.types import ENGINE_CODES
@@ -20,20 +24,28 @@ def all_rules() -> tuple[AnyRule, ...]:
     import kvlint.rules as package
 
     found: list[AnyRule] = []
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name):
-        if info.name.startswith("_"):
+    for family in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name):
+        if not family.ispkg or family.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        for value in vars(module).values():
-            if (
-                isinstance(value, type)
-                and issubclass(value, (Rule, ProjectRule))
-                and value not in (Rule, ProjectRule)
-                and value.__module__ == module.__name__
-                and "code" in vars(value)
-            ):
-                found.append(value)
+        family_package = importlib.import_module(f"{package.__name__}.{family.name}")
+        for info in sorted(pkgutil.iter_modules(family_package.__path__), key=lambda info: info.name):
+            if info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{family_package.__name__}.{info.name}")
+            found.extend(_rules_defined_in(module))
     return tuple(sorted(found, key=lambda rule: rule.code))
+
+
+def _rules_defined_in(module: ModuleType) -> list[AnyRule]:
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, (Rule, ProjectRule))
+        and value not in (Rule, ProjectRule)
+        and value.__module__ == module.__name__
+        and "code" in vars(value)
+    ]
 
 
 def rule_by_code(code: str) -> AnyRule | None:

@@ -14,7 +14,7 @@ from kvlint.checker import CheckRequest, check_bytes
 from kvlint.cli import main
 from kvlint.contract import Contract
 from kvlint.rule import FileContext, Rule
-from kvlint.rules.bare_write_loc import BareWriteLoc
+from kvlint.rules.write_loc.bare_write_loc import BareWriteLoc
 
 BARE = (
     "def forward(pool, layer, forward_batch, k, v):\n"

@@ -17,7 +17,7 @@ from corpus import sglang_srt_or_skip
 from kvlint.config import Config
 from kvlint.engine import RunOptions, RunResult, run
 from kvlint.index import callee_name
-from kvlint.rules._paged_kv import PAGED_HELPERS
+from kvlint.contract import PAGED_HELPERS
 
 MIGRATED = (
     "layers/attention/flashattention_backend.py",

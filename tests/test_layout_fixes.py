@@ -10,7 +10,7 @@ from libcst.codemod import CodemodContext
 
 from codemods.use_paged_view import UsePagedViewCommand
 from kvlint.contract import Contract
-from kvlint.rules.stride_silent_view import StrideSilentView
+from kvlint.rules.layout.stride_silent_view import StrideSilentView
 from kvlint.testing import fixed_source, run_source
 
 SHIM = Contract(paged_helpers_module="runtime_shim.paged")
@@ -133,7 +133,7 @@ def test_codemod_command_applies_the_rewrite_with_the_configured_module(in_tmp: 
 
 
 def test_literal_page_size_one_counts_only_when_spelled_as_the_prefilter_sees_it() -> None:
-    from kvlint.rules.stride_silent_view import StrideSilentView
+    from kvlint.rules.layout.stride_silent_view import StrideSilentView
     from kvlint.testing import run_source
 
     head = "def f(pool, layer):\n    k_cache = pool.get_key_buffer(layer.layer_id)\n"

@@ -1,4 +1,4 @@
-"""Which expressions the layout rules treat as paged KV (kvlint.rules._paged_kv)."""
+"""Which expressions the layout rules treat as paged KV (kvlint.rules.layout._paged_kv)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from kvlint.contract import Contract
 from kvlint.index import build_index
 from kvlint.rule import FileContext
-from kvlint.rules._paged_kv import paged_kv, paged_kv_trigger
+from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
 
 
 def probed(source: str, contract: Contract = Contract()) -> list[bool]:

@@ -25,9 +25,13 @@ def test_codes_and_names_are_unique_and_well_formed() -> None:
     assert all(re.fullmatch(r"[a-z]+(-[a-z]+)*", name) for name in names)
 
 
-def test_each_rule_lives_in_a_module_named_after_its_class() -> None:
+def test_each_rule_lives_in_a_module_named_after_its_class_in_its_familys_package() -> None:
+    from kvlint.rules import FAMILY_PREFIXES
+
     for rule in all_rules():
-        assert rule.__module__ == f"kvlint.rules.{_snake(rule.__name__)}", rule
+        family = rule.__module__.split(".")[2]
+        assert rule.__module__ == f"kvlint.rules.{family}.{_snake(rule.__name__)}", rule
+        assert rule.code.startswith(FAMILY_PREFIXES[family]), rule
 
 
 def test_every_rule_doc_has_every_section() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.rules.bare_write_loc import BareWriteLoc
-from kvlint.rules.unmarked_write_loc import UnmarkedWriteLoc
+from kvlint.rules.write_loc.bare_write_loc import BareWriteLoc
+from kvlint.rules.write_loc.unmarked_write_loc import UnmarkedWriteLoc
 from kvlint.testing import fixed_source
 
 PHYSICAL = {"mark": "physical", "batch-mark": "out_cache_loc_is_physical", "write-loc-module": "engine.pool"}

@@ -1,1 +1,7 @@
-"""kvlint's rules: one module per rule, named after the rule's class."""
+"""kvlint's rules, one package per family; in a family, one module per rule, named after its class.
+
+`kvlint.registry` finds them by walking these packages.
+"""
+
+# The code prefix each family's rules carry.
+FAMILY_PREFIXES = {"write_loc": "KV1", "layout": "KV2", "tbo": "KV3"}

@@ -9,7 +9,8 @@ import libcst as cst
 from kvlint.contract import LOC_KEYWORDS, Contract
 from kvlint.dataflow import function_flow
 from kvlint.rule import FileContext, Rule
-from kvlint.rules._write_loc import loc_argument, module_index
+from kvlint.index import module_index
+from kvlint.rules.write_loc._raw_loc import loc_argument
 from kvlint.types import Invalid, Severity, Valid
 
 # The helper that takes a write loc apart: `loc, swa_loc, full_loc = unwrap_write_loc(loc_info)`.

@@ -13,9 +13,9 @@ from typing import Callable, Optional
 
 import libcst as cst
 
-from kvlint.rules._tbo_facts import BuilderFact, Span
-from kvlint.rules._tbo_fields import trailing_name
-from kvlint.rules._tbo_walk import own_nodes
+from kvlint.rules.tbo._facts import BuilderFact, Span
+from kvlint.index import trailing_name
+from kvlint.rules.tbo._walk import own_nodes
 
 SpanOf = Callable[[cst.CSTNode], Span]
 
@@ -43,7 +43,7 @@ def builder_fact(
     span_of: SpanOf,
 ) -> Optional[BuilderFact]:
     """The builder's facts; None for a same-named function that never builds a batch."""
-    if not any(isinstance(n, cst.Call) and trailing_name(n.func) == batch_class for n in own_nodes(function)):
+    if not any(isinstance(n, cst.Call) and trailing_name(n.func, through_subscript=True) == batch_class for n in own_nodes(function)):
         return None
     constants = _module_string_lists(module)
     returned = _returned_call(function, batch_class)
@@ -78,7 +78,7 @@ def _returned_call(function: cst.FunctionDef, batch_class: str) -> Optional[cst.
         if (
             isinstance(node, cst.Return)
             and isinstance(node.value, cst.Call)
-            and trailing_name(node.value.func) == batch_class
+            and trailing_name(node.value.func, through_subscript=True) == batch_class
             and _double_star_name(node.value) is not None
         ):
             return node.value

@@ -10,8 +10,8 @@ from kvlint.contract import Contract
 from kvlint.dataflow import function_flow
 from kvlint.index import CallSite
 from kvlint.rule import FileContext, Rule
-from kvlint.rules._paged_kv import paged_kv, paged_kv_trigger
-from kvlint.rules._write_loc import module_index
+from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
+from kvlint.index import module_index
 from kvlint.types import Invalid, Severity, Valid
 
 # Tensor methods that pack a strided input into a new contiguous tensor.

@@ -9,9 +9,9 @@ import libcst.matchers as m
 
 from kvlint.contract import Contract
 from kvlint.rule import FileContext, Rule
-from kvlint.rules._paged_kv import paged_kv, paged_kv_trigger
-from kvlint.rules._view_shape import REGROUP_WORDS, is_head_regroup
-from kvlint.rules._write_loc import module_index
+from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
+from kvlint.rules.layout._view_shape import REGROUP_WORDS, is_head_regroup
+from kvlint.index import module_index
 from kvlint.types import Invalid, Severity, Valid
 
 

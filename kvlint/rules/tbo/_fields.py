@@ -12,10 +12,10 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint import index
+from kvlint.index import is_none, trailing_name
 
-from kvlint.rules._tbo_facts import BaseRef, ClassFact, Default, FieldFact
-from kvlint.rules._tbo_lines import LineFinder
+from kvlint.rules.tbo._facts import BaseRef, ClassFact, Default, FieldFact
+from kvlint.rules.tbo._lines import LineFinder
 
 _NOT_FIELDS = {"ClassVar", "InitVar", "KW_ONLY"}
 
@@ -29,7 +29,7 @@ def module_classes(module: cst.Module, imports: dict[str, str], lines: LineFinde
         is_dataclass = any(_is_dataclass_decorator(d.decorator) for d in statement.decorators)
         bases = tuple(
             BaseRef(name, imports.get(name))
-            for name in (trailing_name(arg.value) for arg in statement.bases if arg.keyword is None)
+            for name in (trailing_name(arg.value, through_subscript=True) for arg in statement.bases if arg.keyword is None)
             if name is not None
         )
         fields = tuple(_fields(module, statement, lines)) if is_dataclass else ()
@@ -37,15 +37,10 @@ def module_classes(module: cst.Module, imports: dict[str, str], lines: LineFinde
     return classes
 
 
-def trailing_name(node: cst.BaseExpression) -> Optional[str]:
-    """`a.b.C` -> "C", `C` -> "C", `C[int]` -> "C"; None for anything else."""
-    return index.trailing_name(node.value if isinstance(node, cst.Subscript) else node)
-
-
 def _is_dataclass_decorator(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Call):
         node = node.func
-    return trailing_name(node) == "dataclass"
+    return trailing_name(node, through_subscript=True) == "dataclass"
 
 
 def _fields(module: cst.Module, klass: cst.ClassDef, lines: LineFinder) -> list[FieldFact]:
@@ -58,7 +53,7 @@ def _fields(module: cst.Module, klass: cst.ClassDef, lines: LineFinder) -> list[
             if not isinstance(statement, cst.AnnAssign) or not isinstance(statement.target, cst.Name):
                 continue
             annotation = statement.annotation.annotation
-            if trailing_name(annotation) in _NOT_FIELDS:
+            if trailing_name(annotation, through_subscript=True) in _NOT_FIELDS:
                 continue
             default, default_text = _default(module, statement.value)
             fields.append(
@@ -78,20 +73,16 @@ def _default(module: cst.Module, value: Optional[cst.BaseExpression]) -> tuple[D
     if value is None:
         return Default.REQUIRED, ""
     text = module.code_for_node(value)
-    if _is_none(value):
+    if is_none(value):
         return Default.NONE, text
-    if isinstance(value, cst.Call) and trailing_name(value.func) == "field":
+    if isinstance(value, cst.Call) and trailing_name(value.func, through_subscript=True) == "field":
         for arg in value.args:
             if arg.keyword is not None and arg.keyword.value == "default":
-                return (Default.NONE if _is_none(arg.value) else Default.VALUE), text
+                return (Default.NONE if is_none(arg.value) else Default.VALUE), text
             if arg.keyword is not None and arg.keyword.value == "default_factory":
                 return Default.FACTORY, text
         return Default.REQUIRED, text
     return Default.VALUE, text
-
-
-def _is_none(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def _core_type(annotation: cst.BaseExpression) -> Optional[str]:
@@ -105,7 +96,7 @@ def _core_type(annotation: cst.BaseExpression) -> Optional[str]:
     if inner is not None:
         annotation = inner
     if isinstance(annotation, (cst.Name, cst.Attribute)):
-        return trailing_name(annotation)
+        return trailing_name(annotation, through_subscript=True)
     return None
 
 
@@ -113,13 +104,13 @@ def _optional_inner(annotation: cst.BaseExpression) -> Optional[cst.BaseExpressi
     """`Optional[X]`, `Union[X, None]` and `X | None` -> X; None for anything else."""
     if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
         sides = [annotation.left, annotation.right]
-    elif isinstance(annotation, cst.Subscript) and trailing_name(annotation.value) in ("Optional", "Union"):
+    elif isinstance(annotation, cst.Subscript) and trailing_name(annotation.value, through_subscript=True) in ("Optional", "Union"):
         sides = [
             element.slice.value for element in annotation.slice if isinstance(element.slice, cst.Index)
         ]
-        if trailing_name(annotation.value) == "Optional":
+        if trailing_name(annotation.value, through_subscript=True) == "Optional":
             return sides[0] if len(sides) == 1 else None
     else:
         return None
-    rest = [side for side in sides if not _is_none(side)]
+    rest = [side for side in sides if not is_none(side)]
     return rest[0] if len(rest) == 1 and len(sides) == 2 else None

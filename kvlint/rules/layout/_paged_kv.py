@@ -24,12 +24,11 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.contract import DEFAULT_KV_NAME_FALLBACK, Contract
+from kvlint.contract import DEFAULT_KV_NAME_FALLBACK, PAGED_HELPERS, Contract
 from kvlint.dataflow import Definition, function_flow
 from kvlint.index import callee_name, trailing_name
 from kvlint.rule import FileContext
 
-PAGED_HELPERS = ("paged_view", "paged_row_view", "paged_kv_view")
 FALLBACK_NAME_WORDS = ("k_cache", "v_cache", "key_cache", "value_cache")
 
 

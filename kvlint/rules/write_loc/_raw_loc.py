@@ -11,7 +11,7 @@ import libcst as cst
 
 from kvlint.contract import LOC_KEYWORDS, Contract
 from kvlint.dataflow import Definition, function_flow
-from kvlint.index import ModuleIndex, build_index
+from kvlint.index import module_index
 from kvlint.rule import FileContext
 
 # The loc a layer writes when it is a cross-attention layer; never translated,
@@ -20,10 +20,6 @@ ENCODER_LOC = "encoder_out_cache_loc"
 CROSS_ATTENTION_FLAG = "is_cross_attention"
 # Alias chains (`a = fb.out_cache_loc; b = a; ...`) are followed this deep.
 _MAX_ALIAS_DEPTH = 8
-
-
-def module_index(ctx: FileContext) -> ModuleIndex:
-    return ctx.analysis("module-index", lambda: build_index(ctx.module))
 
 
 def loc_argument(call: cst.Call, loc_index: int) -> Optional[cst.Arg]:

@@ -8,12 +8,12 @@ import libcst as cst
 
 from kvlint.contract import Contract
 from kvlint.rule import FileContext, Replacement, Rule
-from kvlint.rules._write_loc import (
+from kvlint.index import module_index
+from kvlint.rules.write_loc._raw_loc import (
     RawLoc,
     factory_for,
     keyword_argument,
     mark_argument,
-    module_index,
     raw_loc,
     with_commas,
 )

@@ -17,10 +17,10 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.rules._tbo_facts import Assignment
-from kvlint.rules._tbo_fields import trailing_name
-from kvlint.rules._tbo_lines import LineFinder
-from kvlint.rules._tbo_walk import own_nodes
+from kvlint.rules.tbo._facts import Assignment
+from kvlint.index import is_none, trailing_name
+from kvlint.rules.tbo._lines import LineFinder
+from kvlint.rules.tbo._walk import own_nodes
 
 SNIPPET_WIDTH = 60
 
@@ -67,7 +67,7 @@ class _AssignmentFinder:
     def _call(self, node: cst.Call, batches: frozenset[str], in_batch_class: bool) -> None:
         if self._constructs_batch(node, in_batch_class):
             for arg in node.args:
-                if arg.keyword is not None and not _is_none(arg.value):
+                if arg.keyword is not None and not is_none(arg.value):
                     self._record(arg.keyword.value, arg)
         elif isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) == 3:
             receiver, name, value = (arg.value for arg in node.args)
@@ -75,14 +75,14 @@ class _AssignmentFinder:
                 _is_name_in(receiver, batches)
                 and isinstance(name, cst.SimpleString)
                 and isinstance(name.evaluated_value, str)
-                and not _is_none(value)
+                and not is_none(value)
             ):
                 self._record(name.evaluated_value, node)
 
     def _attribute_write(
         self, statement: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression, batches: frozenset[str]
     ) -> None:
-        if isinstance(target, cst.Attribute) and _is_name_in(target.value, batches) and not _is_none(value):
+        if isinstance(target, cst.Attribute) and _is_name_in(target.value, batches) and not is_none(value):
             self._record(target.attr.value, statement)
 
     def _record(self, field: str, node: cst.CSTNode) -> None:
@@ -93,7 +93,7 @@ class _AssignmentFinder:
 
     def _constructs_batch(self, call: cst.Call, in_batch_class: bool) -> bool:
         """`Batch(...)`, `mod.Batch(...)`, or `cls(...)` inside the batch class."""
-        if trailing_name(call.func) == self.batch_class:
+        if trailing_name(call.func, through_subscript=True) == self.batch_class:
             return True
         return in_batch_class and isinstance(call.func, cst.Name) and call.func.value == "cls"
 
@@ -102,7 +102,7 @@ class _AssignmentFinder:
         if not isinstance(value, cst.Call):
             return False
         func = value.func
-        if isinstance(func, cst.Attribute) and trailing_name(func.value) == self.batch_class:
+        if isinstance(func, cst.Attribute) and trailing_name(func.value, through_subscript=True) == self.batch_class:
             return True
         return self._constructs_batch(value, in_batch_class)
 
@@ -128,7 +128,3 @@ class _AssignmentFinder:
 
 def _is_name_in(node: cst.BaseExpression, names: frozenset[str]) -> bool:
     return isinstance(node, cst.Name) and node.value in names
-
-
-def _is_none(node: Optional[cst.BaseExpression]) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"

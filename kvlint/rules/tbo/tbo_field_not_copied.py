@@ -11,12 +11,13 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from kvlint.config import TboConfig
 from kvlint.contract import Contract
+from kvlint.index import top_level_imports
 from kvlint.rule import FileContext, ProjectEdit, ProjectRule, ProjectViolation
-from kvlint.rules._tbo_assignments import non_none_assignments
-from kvlint.rules._tbo_facts import Assignment, BuilderFact, ClassFact, Default, FieldFact, FileFacts, Span
-from kvlint.rules._tbo_fields import module_classes
-from kvlint.rules._tbo_keys import builder_fact, find_builders
-from kvlint.rules._tbo_lines import LineFinder
+from kvlint.rules.tbo._assignments import non_none_assignments
+from kvlint.rules.tbo._facts import Assignment, BuilderFact, ClassFact, Default, FieldFact, FileFacts, Span
+from kvlint.rules.tbo._fields import module_classes
+from kvlint.rules.tbo._keys import builder_fact, find_builders
+from kvlint.rules.tbo._lines import LineFinder
 from kvlint.types import Applicability, Severity
 
 SCALAR_TYPES = frozenset({"bool", "int", "float", "str"})
@@ -115,7 +116,7 @@ class TboFieldNotCopied(ProjectRule):
     def extract(self, ctx: FileContext) -> Optional[FileFacts]:
         module = ctx.module
         lines = LineFinder(module)
-        imports = _top_level_imports(module)
+        imports = top_level_imports(module)
         # Builders are one or two files: their fix anchors get exact positions.
         spans = _LazySpans(module)
         builders = (
@@ -293,33 +294,6 @@ def _shared_prefix(left: str, right: str) -> int:
             break
         count += 1
     return count
-
-
-def _top_level_imports(module: cst.Module) -> dict[str, str]:
-    """local name -> `pkg.mod.Name` for `from pkg.mod import Name [as local]` at module level."""
-    imports: dict[str, str] = {}
-    for statement in _top_level_statements(module.body):
-        if isinstance(statement, cst.ImportFrom) and statement.module is not None:
-            if isinstance(statement.names, cst.ImportStar):
-                continue
-            base = "." * len(statement.relative) + module.code_for_node(statement.module)
-            for alias in statement.names:
-                name = module.code_for_node(alias.name)
-                local = alias.asname.name if alias.asname is not None else alias.name
-                if isinstance(local, cst.Name):
-                    imports[local.value] = f"{base}.{name}"
-    return imports
-
-
-def _top_level_statements(body: Sequence[cst.BaseStatement]) -> list[cst.BaseSmallStatement]:
-    """Small statements at module level, including inside `if TYPE_CHECKING:` and `try:` blocks."""
-    found: list[cst.BaseSmallStatement] = []
-    for statement in body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            found.extend(statement.body)
-        elif isinstance(statement, (cst.If, cst.Try)) and isinstance(statement.body, cst.IndentedBlock):
-            found.extend(_top_level_statements(statement.body.body))
-    return found
 
 
 class _LazySpans:

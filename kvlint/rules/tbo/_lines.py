@@ -14,7 +14,7 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.rules._tbo_facts import Span
+from kvlint.rules.tbo._facts import Span
 
 
 class LineFinder:
