@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -58,8 +59,10 @@ __all__ = [
     "MHAGeometry",
     "MLAGeometry",
     "ParityError",
+    "ParityPools",
     "ParityReport",
     "ParityRun",
+    "build_pools",
     "check_index_width",
     "check_stride_parity",
     "overflow_slot",
@@ -267,6 +270,64 @@ def _max_abs_diff(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float
     return worst
 
 
+@dataclass
+class ParityPools:
+    """The two filled pools of one check and the sequences over them."""
+
+    geometry: Geometry
+    contiguous: Any
+    token_major: Any
+    page_size: int
+    num_slots: int
+    dtype: torch.dtype
+    device: torch.device
+    sequences: Dict[str, torch.Tensor]
+    seed: int
+
+    def run(self, layout: str, layer: int) -> ParityRun:
+        """The `ParityRun` for ``layout`` ("contiguous", "token_major" or
+        "stride_naive", the negative control over the token-major pool)."""
+        if layout == "contiguous":
+            k, v = _layer_views(self.contiguous, self.geometry, layer)
+        else:
+            k, v = _layer_views(self.token_major, self.geometry, layer)
+            if layout == "stride_naive":
+                if isinstance(self.geometry, MLAGeometry):
+                    k = _stride_naive(k)
+                    v = k[..., : self.geometry.latent_dim]
+                else:
+                    k, v = _stride_naive(k), _stride_naive(v)
+            elif layout != "token_major":
+                raise ValueError(f"unknown layout {layout!r}")
+        return ParityRun(layout, self.geometry, k, v, self.page_size, self.num_slots, self.dtype,
+                         self.device, seed=self.seed, **self.sequences)
+
+
+def build_pools(
+    geometry: Geometry,
+    *,
+    page_size: int,
+    dtype: torch.dtype,
+    device: "str | torch.device" = "cpu",
+    batch: int = 2,
+    max_len: int = 40,
+    num_slots: Optional[int] = None,
+    index_dtype: torch.dtype = torch.int64,
+    seed: int = 0,
+) -> ParityPools:
+    """A contiguous and a token-major pool with identical random contents in
+    every slot of every layer, and ``batch`` sequences of up to ``max_len``
+    tokens over whole, shuffled pages."""
+    device = torch.device(device)
+    if num_slots is None:
+        pages = batch * -(-max_len // page_size) + 2
+        num_slots = pages * page_size
+    contiguous, token_major = _pools(geometry, num_slots, page_size, dtype, device)
+    _fill([contiguous, token_major], geometry, num_slots, dtype, seed)
+    seqs = _sequences(num_slots, page_size, batch, max_len, index_dtype, device, seed)
+    return ParityPools(geometry, contiguous, token_major, page_size, num_slots, dtype, device, seqs, seed)
+
+
 def check_stride_parity(
     kernel: Kernel,
     geometry: Geometry,
@@ -283,22 +344,22 @@ def check_stride_parity(
 ) -> ParityReport:
     """Run ``kernel`` on a contiguous cache and a token-major pool of identical
     contents; raise `ParityError` unless the results are ``torch.equal`` and
-    the stride-naive control differs. Returns what was checked."""
-    device = torch.device(device)
-    if num_slots is None:
-        pages = batch * -(-max_len // page_size) + 2
-        num_slots = pages * page_size
+    the stride-naive control differs. Returns what was checked.
+
+    ``layer`` defaults to the middle one; ``index_dtype`` is the dtype of
+    ``kv_indices`` and ``page_table``."""
+    pools = build_pools(
+        geometry, page_size=page_size, dtype=dtype, device=device, batch=batch, max_len=max_len,
+        num_slots=num_slots, index_dtype=index_dtype, seed=seed,
+    )
     layer = geometry.layer_num // 2 if layer is None else layer
-    contiguous, token_major = _pools(geometry, num_slots, page_size, dtype, device)
-    _fill([contiguous, token_major], geometry, num_slots, dtype, seed)
-    seqs = _sequences(num_slots, page_size, batch, max_len, index_dtype, device, seed)
+    contiguous, token_major = pools.contiguous, pools.token_major
 
-    def run(layout: str, k: torch.Tensor, v: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        args = ParityRun(layout, geometry, k, v, page_size, num_slots, dtype, device, seed=seed, **seqs)
-        return tuple(t.detach().clone() for t in _as_tuple(kernel(args)))
+    def run(layout: str) -> Tuple[torch.Tensor, ...]:
+        return tuple(t.detach().clone() for t in _as_tuple(kernel(pools.run(layout, layer))))
 
-    ref = run("contiguous", *_layer_views(contiguous, geometry, layer))
-    out = run("token_major", *_layer_views(token_major, geometry, layer))
+    ref = run("contiguous")
+    out = run("token_major")
     where = f"{geometry} page_size={page_size} {dtype} layer {layer}"
     if len(out) != len(ref):
         raise ParityError(f"{where}: the kernel returned {len(out)} tensors on the token-major pool, {len(ref)} on the contiguous cache")
@@ -314,13 +375,7 @@ def check_stride_parity(
         if not torch.equal(a, b):
             raise ParityError(f"{where}: after the kernel, pool view {i} (layer {i // 2}) differs between the layouts")
 
-    k_tm, v_tm = _layer_views(token_major, geometry, layer)
-    if isinstance(geometry, MLAGeometry):
-        k_naive = _stride_naive(k_tm)
-        v_naive = k_naive[..., : geometry.latent_dim]
-    else:
-        k_naive, v_naive = _stride_naive(k_tm), _stride_naive(v_tm)
-    control = run("stride_naive", k_naive, v_naive)
+    control = run("stride_naive")
     control_diff = _max_abs_diff(control, ref) if len(control) == len(ref) else math.inf
     outputs_equal = len(control) == len(ref) and all(torch.equal(a, b) for a, b in zip(control, ref))
     pool_changed = not all(torch.equal(a, b) for a, b in zip(_pool_layers(token_major, geometry), ref_pool))
@@ -495,9 +550,15 @@ def check_index_width(
             status, why = "timeout", f"no answer within {timeout:.0f} s"
         else:
             status = "crashed"
-            signal_note = f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exit status {rc}"
-            tail = [line for line in stderr.strip().splitlines() if line.strip()][-1:] or [""]
-            why = f"{signal_note}{': ' + tail[0][:300] if tail[0] else ''}"
+            if rc is not None and rc < 0:
+                try:
+                    note = f"killed by {signal.Signals(-rc).name}"
+                except ValueError:
+                    note = f"killed by signal {-rc}"
+            else:
+                note = f"exit status {rc}"
+            errors = [line.strip() for line in stderr.splitlines() if "Error" in line or "error:" in line]
+            why = f"{note}{': ' + errors[-1][:300] if errors else ''}"
         for name in names[len(verdicts):]:
             verdicts.append(IndexWidthVerdict(name, status, num_slots, elements, entry, why))
     elif rc not in (0, None):

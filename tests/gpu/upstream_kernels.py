@@ -104,23 +104,28 @@ def sglang_wheel(version: str = SGLANG_VERSION) -> Path:
         return found[0]
 
 
-def kernel_sources(version: str = SGLANG_VERSION) -> Path:
-    """A directory holding `FILES` extracted from the wheel (cached)."""
-    wheel = sglang_wheel(version)
-    root = wheel_dir() / f"{wheel.stem}-kernels"
-    marker = root / ".complete"
-    if marker.is_file():
-        return root
+def extract(wheel: Path, root: Path, members) -> None:
+    """Extract ``members`` of ``wheel`` under ``root``; a missing one raises
+    `UpstreamKernelMissing` naming the wheel and the file."""
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        for member in FILES.values():
+        for member in members:
             if member not in names:
                 raise UpstreamKernelMissing(
                     f"{wheel.name} has no {member}: the kernel file moved or was renamed "
                     f"upstream; update FILES in tests/gpu/upstream_kernels.py"
                 )
             archive.extract(member, root)
-    marker.write_text(wheel.name + "\n")
+
+
+def kernel_sources(version: str = SGLANG_VERSION) -> Path:
+    """A directory holding `FILES` extracted from the wheel (cached)."""
+    wheel = sglang_wheel(version)
+    root = wheel_dir() / f"{wheel.stem}-kernels"
+    marker = root / ".complete"
+    if not marker.is_file():
+        extract(wheel, root, FILES.values())
+        marker.write_text(wheel.name + "\n")
     return root
 
 
