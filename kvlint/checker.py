@@ -43,7 +43,8 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     try:
         module = cst.parse_module(_source_to_parse(request, data, tree))
     except cst.ParserSyntaxError as exc:
-        return _syntax_error(request.path, *_python_syntax_error(data, request.path, exc))
+        # CPython accepted the file (`python_tree`), so this is LibCST's own limit: report its words.
+        return _syntax_error(request.path, exc.raw_line, exc.raw_column + 1, _first_line(exc.message))
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         return _syntax_error(request.path, line, 1, f"file is not valid {exc.encoding}: {exc.reason}")
@@ -200,18 +201,6 @@ def _syntax_error(path: str, line: int, column: int, message: str) -> CheckResul
         fingerprint=fingerprint(SYNTAX_ERROR.code, path, "", message, 1),
     )
     return CheckResult(FileOutcome(path, False, (finding,)))
-
-
-def _python_syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
-    """CPython's own line and message where it agrees the file is broken: users know them."""
-    try:
-        compile(data, path, "exec", dont_inherit=True)
-    except SyntaxError as python_error:
-        if python_error.lineno is not None:
-            return python_error.lineno, python_error.offset or 1, python_error.msg
-    except (ValueError, RecursionError, MemoryError):
-        pass
-    return exc.raw_line, exc.raw_column + 1, _first_line(exc.message)
 
 
 def _first_line(message: str) -> str:

@@ -37,6 +37,9 @@ DEFAULT_KV_NAME_FALLBACK = r"^(k|v|kv|key|value)_cache(_raw)?$"
 # The paged-view helpers a tree may define, in the order fixes prefer them.
 PAGED_HELPERS: tuple[str, ...] = ("paged_view", "paged_row_view", "paged_kv_view")
 
+# Annotations in a dataclass body that declare no field (`x: ClassVar[int] = 0`).
+NOT_FIELD_ANNOTATIONS = frozenset({"ClassVar", "InitVar", "KW_ONLY"})
+
 # Keywords a write door accepts its loc under, besides the positional slot.
 LOC_KEYWORDS: tuple[str, ...] = ("loc", "loc_info")
 

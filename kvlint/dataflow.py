@@ -1,7 +1,7 @@
 """Reaching definitions of local names inside one function: kvlint's own light data flow.
 
 LibCST's `ScopeProvider` would answer "where does this name come from", but on
-the real `sglang/srt` tree it costs several times the parse itself (DESIGN.md,
+the real `sglang/srt` tree it costs several times the parse itself (docs/ARCHITECTURE.md,
 "Measured facts"). The rules only ever ask about names inside the few
 functions that hold a candidate call, so this module walks exactly those
 functions, once each, in a single pass with branch merging.

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
 from kvlint.config import Config, configured_contract
-from kvlint.contract import AUTO, DEFAULT_WRITE_DOORS, LOC_KEYWORDS, PAGED_HELPERS, Contract
+from kvlint.contract import AUTO, DEFAULT_WRITE_DOORS, LOC_KEYWORDS, NOT_FIELD_ANNOTATIONS, PAGED_HELPERS, Contract
 from kvlint.discovery import display_path
 
 MARK_FIELDS = ("id_space", "physical")
@@ -166,17 +166,45 @@ def _learn_batch_mark(contract: Contract, config: Config, files: list[tuple[Path
 
 
 def _learn_batch_fields(config: Config, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
-    batch_class = config.tbo.batch_class
-    for path, tree in _parsed(files, f"class {batch_class}".encode()):
+    """The batch class's dataclass fields, its bases' included, `ClassVar`s and `InitVar`s left out (as KV301 reads them)."""
+    found = _class_def(config.tbo.batch_class, files)
+    if found is None:
+        return
+    path, batch = found
+    names: dict[str, None] = {}
+    pending, seen = [batch], {batch.name}
+    while pending:
+        klass = pending.pop(0)
+        names.update(dict.fromkeys(_field_names(klass)))
+        for base in klass.bases:
+            base_name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
+            if base_name is None or base_name in seen:
+                continue
+            seen.add(base_name)
+            base_found = _class_def(base_name, files)
+            if base_found is not None:
+                pending.append(base_found[1])
+    learned.set("batch-fields", tuple(names), path, batch.lineno)
+
+
+def _class_def(name: str, files: list[tuple[Path, bytes]]) -> Optional[tuple[Path, ast.ClassDef]]:
+    for path, tree in _parsed(files, f"class {name}".encode()):
         for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef) and node.name == batch_class:
-                names = tuple(
-                    stmt.target.id
-                    for stmt in node.body
-                    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                )
-                learned.set("batch-fields", names, path, node.lineno)
-                return
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return path, node
+    return None
+
+
+def _field_names(klass: ast.ClassDef) -> list[str]:
+    names = []
+    for stmt in klass.body:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+            continue
+        annotation = stmt.annotation.value if isinstance(stmt.annotation, ast.Subscript) else stmt.annotation
+        spelled = annotation.attr if isinstance(annotation, ast.Attribute) else getattr(annotation, "id", None)
+        if spelled not in NOT_FIELD_ANNOTATIONS:
+            names.append(stmt.target.id)
+    return names
 
 
 def _learn_doors(files: list[tuple[Path, bytes]], learned: _Learned) -> None:

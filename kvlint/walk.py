@@ -3,7 +3,11 @@
 `CSTVisitor` and `CSTNode.children` rebuild each node's child list through the
 visitor machinery; reading the dataclass fields directly, and skipping the
 whitespace and punctuation fields that never hold code, is several times
-cheaper. Every per-file analysis that only reads the tree walks it this way.
+cheaper. The walks that visit whole modules use it: the module index
+(`kvlint.index`), locating flagged nodes (`kvlint.locate`) and KV301's scan
+(`kvlint.rules.tbo._walk`). Smaller, targeted reads still use LibCST's own
+machinery where it is clearer: the data flow's expression walker is a
+`CSTVisitor` (`kvlint.dataflow`), and some rules match with `libcst.matchers`.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ from runtime_shim import KVLayoutError  # noqa: E402
 
 TBO_PATH = ROOT / "examples" / "batch_overlap" / "two_batch_overlap.py"
 
-# What `kvlint fix` is specified to produce for the backend (DESIGN.md, KV101
-# and KV201 fixes, with the repo's contract modules).
+# What `kvlint fix` is specified to produce for the backend (the KV101 and KV201
+# fixes of `kvlint explain`, with the repo's contract modules).
 BACKEND_FIX = [
     ("import torch\n", "import torch\n\nfrom runtime_shim import KVWriteLoc\nfrom runtime_shim.paged import paged_kv_view\n"),
     (

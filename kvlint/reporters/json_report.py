@@ -1,4 +1,4 @@
-"""`--format json`: the one object DESIGN.md specifies."""
+"""`--format json`: one object, described in docs/ARCHITECTURE.md ("Output contracts")."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ class StrideSilentView(Rule):
     `n // page_size` or `num_pages`), the second a page size (a name or
     attribute containing `page_size`, a `PAGE_SIZE`-style constant, or the
     literal `1` after `-1`), followed by the row: one dim (`view(-1, ps, R)`,
-    the MLA row view, flagged too because DESIGN.md's rule table lists it) or
+    the MLA row view, flagged too: its row stride is as silent as a head split's) or
     more (`view(-1, ps, H, D)`). A `.view` that keeps the slot
     dim (`k_cache.view(k_cache.shape[0], -1)`) is not flagged, and neither is
     a view that regroups heads into pseudo-pages (that is KV203).

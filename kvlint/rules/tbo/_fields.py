@@ -12,12 +12,12 @@ from typing import Optional
 
 import libcst as cst
 
+from kvlint.contract import NOT_FIELD_ANNOTATIONS
 from kvlint.index import is_none, trailing_name
 
 from kvlint.rules.tbo._facts import BaseRef, ClassFact, Default, FieldFact
 from kvlint.rules.tbo._lines import LineFinder
 
-_NOT_FIELDS = {"ClassVar", "InitVar", "KW_ONLY"}
 
 
 def module_classes(module: cst.Module, imports: dict[str, str], lines: LineFinder) -> list[ClassFact]:
@@ -53,7 +53,7 @@ def _fields(module: cst.Module, klass: cst.ClassDef, lines: LineFinder) -> list[
             if not isinstance(statement, cst.AnnAssign) or not isinstance(statement.target, cst.Name):
                 continue
             annotation = statement.annotation.annotation
-            if trailing_name(annotation, through_subscript=True) in _NOT_FIELDS:
+            if trailing_name(annotation, through_subscript=True) in NOT_FIELD_ANNOTATIONS:
                 continue
             default, default_text = _default(module, statement.value)
             fields.append(
