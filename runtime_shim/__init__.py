@@ -3,11 +3,13 @@
 `layout` describes the entry, `paged` builds paged views that keep its
 strides, `write_loc` and `translate` carry the id-space mark from the batch to
 the pool, `pool` holds the pools with marked write doors, and `guard` raises
-on layout-sensitive ops at run time with the static rule's code.
+on layout-sensitive ops at run time with the static rule's code, and
+`parity` checks that a kernel gives the same answer on a token-major pool as
+on a contiguous cache (`runtime_shim.parity`, imported on its own).
 """
 
 from runtime_shim.contiguous import ContiguousMHAPool, ContiguousMLAPool
-from runtime_shim.guard import KVLayoutError, UnmarkedWrite, kv_layout_guard
+from runtime_shim.guard import IndexWidthHazard, KVLayoutError, UnmarkedWrite, kv_layout_guard
 from runtime_shim.layout import (
     ENTRY_ALIGN_BYTES,
     ROW_ALIGN_BYTES,
@@ -34,6 +36,7 @@ __all__ = [
     "ContiguousMLAPool",
     "DenseEntryLayout",
     "DensePart",
+    "IndexWidthHazard",
     "KVIndexTranslator",
     "KVLayoutError",
     "KVWriteLoc",

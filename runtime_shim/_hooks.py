@@ -17,6 +17,8 @@ class GuardListener(Protocol):
 
     def on_unmarked_write(self, pool: Any, door: str, layer_id: int, loc_info: Any) -> None: ...
 
+    def on_write_index(self, pool: Any, door: str, layer_id: int, loc: Any) -> None: ...
+
 
 class _State(threading.local):
     def __init__(self) -> None:
@@ -47,3 +49,8 @@ def announce_pool(pool: Any) -> None:
 def report_unmarked_write(pool: Any, door: str, layer_id: int, loc_info: Any) -> None:
     for guard in STATE.active:
         guard.on_unmarked_write(pool, door, layer_id, loc_info)
+
+
+def report_write_index(pool: Any, door: str, layer_id: int, loc: Any) -> None:
+    for guard in STATE.active:
+        guard.on_write_index(pool, door, layer_id, loc)

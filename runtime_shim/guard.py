@@ -19,6 +19,17 @@ outside flagged ops stays small (`bench/guard_overhead.py` measures it). The
 shim's own helpers (`paged_view` and friends) and pool internals run in a
 trusted scope and are never flagged. Write-door calls with an unmarked loc on
 a non-strict pool are recorded in `unmarked_writes` instead of raised.
+
+32-bit offsets: a kernel that multiplies a loaded index by the slot stride
+computes in the index's width, and under token-major the slot stride is the
+whole entry, so an int32 index overflows once the pool spans 2^31 elements
+(32,768 slots of a 32-layer, 8-head, head-dim-128 entry) and reads or writes
+out of bounds (an illegal memory access on CUDA) with no error from the
+caller. The guard records every write-door call, and every call of a kernel
+wrapped with `kv_layout_guard.kernel`, that passes an int32 index tensor
+while a pool it watches and the call addresses spans 2^31 elements or more,
+in `index_width_hazards` (`runtime_shim.parity.check_index_width` shows the
+crash itself).
 """
 
 from __future__ import annotations
@@ -53,6 +64,28 @@ class UnmarkedWrite:
     layer_id: int
     loc: str
     where: str
+
+
+@dataclass(frozen=True)
+class IndexWidthHazard:
+    """An int32 index tensor handed to code addressing a pool of >= 2^31 elements."""
+
+    pool: str
+    call: str
+    index: str
+    pool_elements: int
+    where: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.call}: {self.index} is int32 while the {self.pool} it addresses spans "
+            f"{self.pool_elements} elements (>= 2^31): index * slot stride overflows 32-bit "
+            f"offsets; pass int64 indices or widen them in the kernel (.to(tl.int64)) [{self.where}]"
+        )
+
+
+INT32_OFFSET_LIMIT = 2**31
+_NARROW_INDEX_DTYPES = (torch.int32, torch.uint32) if hasattr(torch, "uint32") else (torch.int32,)
 
 
 _VIEW_OPS = frozenset({torch.Tensor.view, torch.Tensor.reshape, torch.reshape})
@@ -141,6 +174,7 @@ class kv_layout_guard(TorchFunctionMode):
         self._storages: Dict[int, "weakref.ReferenceType[torch.Tensor]"] = {}
         self._pool_names: Dict[int, str] = {}
         self.unmarked_writes: List[UnmarkedWrite] = []
+        self.index_width_hazards: List[IndexWidthHazard] = []
         for item in pools_or_tensors:
             self.register(item)
 
@@ -166,6 +200,52 @@ class kv_layout_guard(TorchFunctionMode):
             self.unmarked_writes.append(
                 UnmarkedWrite(type(pool).__name__, door, layer_id, describe_loc(loc_info), _caller())
             )
+
+    def on_write_index(self, pool: Any, door: str, layer_id: int, loc: Any) -> None:
+        if not isinstance(loc, torch.Tensor) or loc.dtype not in _NARROW_INDEX_DTYPES:
+            return
+        if not self._watches(pool.raw):
+            return
+        elements = pool.raw.numel() // pool.dtype.itemsize
+        if elements >= INT32_OFFSET_LIMIT:
+            self.index_width_hazards.append(
+                IndexWidthHazard(type(pool).__name__, f"{type(pool).__name__}.{door} (layer {layer_id})",
+                                 "the write loc", elements, _caller())
+            )
+
+    def check_kernel_call(self, name: str, args: Sequence[Any], kwargs: Dict[str, Any]) -> None:
+        """Record a hazard if ``args``/``kwargs`` hold an int32 tensor and a view
+        of a watched pool whose storage spans 2^31 elements of the view's dtype."""
+        values = list(args) + list(kwargs.values())
+        labels = [f"argument {i}" for i in range(len(args))] + [f"{k}=" for k in kwargs]
+        narrow = [
+            label for label, value in zip(labels, values)
+            if isinstance(value, torch.Tensor) and value.dtype in _NARROW_INDEX_DTYPES
+        ]
+        if not narrow:
+            return
+        for value in values:
+            if not isinstance(value, torch.Tensor) or not self._watches(value):
+                continue
+            elements = value.untyped_storage().nbytes() // value.element_size()
+            if elements >= INT32_OFFSET_LIMIT:
+                key = value.untyped_storage().data_ptr()
+                self.index_width_hazards.append(
+                    IndexWidthHazard(self._pool_names.get(key, "pool"), name, ", ".join(narrow), elements, _caller())
+                )
+                return
+
+    def kernel(self, fn: Callable[..., Any], name: Optional[str] = None) -> Callable[..., Any]:
+        """``fn`` with its calls checked for int32 indices into a pool of >= 2^31 elements."""
+        label = name or getattr(fn, "__name__", repr(fn))
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            self.check_kernel_call(label, args, kwargs)
+            return fn(*args, **kwargs)
+
+        checked.__name__ = label
+        checked.__wrapped__ = fn  # type: ignore[attr-defined]
+        return checked
 
     def _watches(self, tensor: torch.Tensor) -> bool:
         try:

@@ -16,6 +16,7 @@ for parity tests.
 
 from __future__ import annotations
 
+import mmap
 from typing import Any, Optional, Tuple
 
 import torch
@@ -41,15 +42,25 @@ __all__ = [
 ]
 
 
+# CPU pools at least this large take lazily zeroed pages from an anonymous
+# mapping: a pool past 2^31 elements (the 32-bit offset cases) then costs only
+# the rows written, not a multi-GiB memset.
+_LAZY_ZERO_BYTES = 1 << 30
+
+
+def _zeroed_bytes(nbytes: int, device: torch.device) -> torch.Tensor:
+    if device.type == "cpu" and nbytes >= _LAZY_ZERO_BYTES:
+        return torch.frombuffer(mmap.mmap(-1, nbytes), dtype=torch.uint8)
+    return torch.zeros(nbytes, dtype=torch.uint8, device=device)
+
+
 class _TokenMajorPool(PoolGeometry):
     layout: DenseEntryLayout
 
     def __init__(self, **geometry: Any) -> None:
         super().__init__(**geometry)
         # One raw byte buffer: every layer's K/V of a slot sits in that slot's entry.
-        self.raw = torch.zeros(
-            self.num_slots * self.layout.entry_bytes, dtype=torch.uint8, device=self.device
-        )
+        self.raw = _zeroed_bytes(self.num_slots * self.layout.entry_bytes, self.device)
 
     @property
     def entry_bytes(self) -> int:
@@ -70,7 +81,9 @@ class _TokenMajorPool(PoolGeometry):
                     f"KVWriteLoc.for_batch(batch) after rebind_write_loc(batch)"
                 )
             _hooks.report_unmarked_write(self, door, layer_id, loc_info)
-        return target_loc(loc_info)
+        loc = target_loc(loc_info)
+        _hooks.report_write_index(self, door, layer_id, loc)
+        return loc
 
 
 class TokenMajorMHAPool(MHAAccessors, _TokenMajorPool):
