@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from kvlint.suppression import parse_suppressions
 from kvlint.types import UNUSED_IGNORE, Finding, FixInfo, Severity, Suppression
+
+if TYPE_CHECKING:
+    from kvlint.rule import ProjectRule, ProjectViolation
 
 # (line, column) of a suppression comment: which one a finding used.
 SuppressionId = tuple[int, int]
@@ -103,6 +106,27 @@ class FileDecisions:
                     continue
                 found.append(item)
         return tuple(found)
+
+
+def project_candidate(rule: ProjectRule, violation: ProjectViolation) -> Candidate:
+    """A project rule's violation as a candidate: it already knows its position and snippet."""
+    fix = None
+    if violation.fix is not None:
+        fix = FixInfo(violation.fix.applicability, violation.fix.description, violation.fix.text, violation.fix.path)
+    return Candidate(
+        code=rule.code,
+        name=rule.name,
+        severity=violation.severity,
+        path=violation.path,
+        line=violation.line,
+        column=violation.column,
+        end_line=violation.end_line,
+        end_column=violation.end_column,
+        message=violation.message,
+        snippet=violation.snippet,
+        statement_line=violation.statement_line or violation.line,
+        fix=fix,
+    )
 
 
 def unused_ignores(path: str, open_suppressions: Iterable[Suppression], used: Iterable[SuppressionId] = ()) -> list[Finding]:

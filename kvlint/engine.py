@@ -26,12 +26,12 @@ from kvlint.discovery import discover, display_path
 from kvlint.learn import learn_contract
 from kvlint.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.selection import per_file_ignored
-from kvlint.decide import Candidate, FileDecisions, unused_ignores
-from kvlint.types import Applicability, FileOutcome, Finding, FixInfo, RunError, fix_allowed
+from kvlint.decide import FileDecisions, project_candidate, unused_ignores
+from kvlint.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
 from kvlint.workers import Progress, Work, check_all
 
 if TYPE_CHECKING:
-    from kvlint.rule import ProjectRule, ProjectViolation
+    from kvlint.rule import ProjectRule
 
 
 @dataclass
@@ -101,9 +101,18 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         checked[shown] = _Checked(None)
     wanted = [shown for shown in misses if triggers.wanted(by_path[shown])]
     if wanted:
-        work = file_requests(plan(), options, config, contract, wanted, by_path, config_paths)
+        # Fixing needs the whole file parsed; finding needs only the flaggable
+        # functions. So `fix` first checks like `check`, then parses whole only
+        # the files that have a fix to apply (a few dozen of a tree's thousands).
+        first = replace(options, fix=None)
+        work = file_requests(plan(), first, config, contract, wanted, by_path, config_paths)
         for (request, _data), result in zip(work, check_all(work, options.jobs, progress)):
             checked[request.path] = _Checked(result.outcome, result.facts)
+        to_fix = [shown for shown in wanted if _has_fix_to_apply(checked[shown].outcome, options.fix)]
+        if to_fix:
+            work = file_requests(plan(), options, config, contract, to_fix, by_path, config_paths)
+            for (request, _data), result in zip(work, check_all(work, options.jobs, progress)):
+                checked[request.path] = _Checked(result.outcome, result.facts)
     if result_cache is not None:
         for shown in misses:
             fresh = checked[shown]
@@ -257,7 +266,7 @@ class _Project:
         for violation in violations:
             if violation.path not in decisions:
                 decisions[violation.path] = self._decisions(violation.path, code)
-            finding = decisions[violation.path].admit(_candidate(project_rule, violation))
+            finding = decisions[violation.path].admit(project_candidate(project_rule, violation))
             if finding is None:
                 continue
             produced.append(finding)
@@ -279,26 +288,6 @@ class _Project:
             return FileDecisions(path)
         ignored = per_file_ignored(self._config_paths[path], self._config.per_file_ignores, [code])
         return FileDecisions.for_source(path, ignored, data.decode("utf-8", errors="replace"))
-
-
-def _candidate(rule: ProjectRule, violation: ProjectViolation) -> Candidate:
-    fix = None
-    if violation.fix is not None:
-        fix = FixInfo(violation.fix.applicability, violation.fix.description, violation.fix.text, violation.fix.path)
-    return Candidate(
-        code=rule.code,
-        name=rule.name,
-        severity=violation.severity,
-        path=violation.path,
-        line=violation.line,
-        column=violation.column,
-        end_line=violation.end_line,
-        end_column=violation.end_column,
-        message=violation.message,
-        snippet=violation.snippet,
-        statement_line=violation.statement_line or violation.line,
-        fix=fix,
-    )
 
 
 def _apply_project_edit(

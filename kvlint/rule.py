@@ -14,7 +14,7 @@ from typing import Any, Callable, ClassVar, Optional, TypeVar
 import libcst as cst
 
 from kvlint.contract import Contract
-from kvlint.types import Applicability, Invalid, Severity, Valid
+from kvlint.types import Applicability, Invalid, ProjectInvalid, ProjectValid, Severity, Valid
 
 T = TypeVar("T")
 
@@ -134,6 +134,9 @@ class ProjectRule:
     name: ClassVar[str]
     severity: ClassVar[Severity] = Severity.ERROR
     fix_applicability: ClassVar[Optional[Applicability]] = None
+    # Multi-file examples; `tests/test_rule_examples.py` runs them in-process.
+    VALID: ClassVar[list[ProjectValid]] = []
+    INVALID: ClassVar[list[ProjectInvalid]] = []
 
     def __init__(self, options: Any) -> None:
         self.options = options

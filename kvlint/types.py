@@ -160,6 +160,28 @@ class Invalid:
 
 
 @dataclass(frozen=True)
+class ProjectValid:
+    """Files (path -> source) a project rule must not flag, checked together."""
+
+    files: dict[str, str]
+    # Rule options the example needs, e.g. {"strict": True}.
+    options: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProjectInvalid:
+    """Files a project rule must flag, with (path, line, severity) of every finding, in report order.
+
+    ``expected_fix``, when given, is (path, source after an unsafe fix) of the file the fix edits.
+    """
+
+    files: dict[str, str]
+    expected: tuple[tuple[str, int, str], ...]
+    options: dict[str, object] = field(default_factory=dict)
+    expected_fix: Optional[tuple[str, str]] = None
+
+
+@dataclass(frozen=True)
 class FileOutcome:
     """What checking (and maybe fixing) one file produced."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import shutil
@@ -11,6 +12,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from click.testing import CliRunner
+
+from kvlint.cli import main
 
 SEED = Path(__file__).parent / "fixtures" / "tbo" / "seed"
 
@@ -52,13 +56,12 @@ def filter_batch(batch, *, start, end):
 
 
 def run_kv301(root: Path, *args: str) -> list[dict]:
-    result = subprocess.run(
-        [sys.executable, "-m", "kvlint", "check", "--select", "KV301", "--format", "json", *args, str(root)],
-        capture_output=True,
-        text=True,
-        cwd=root,
-    )
-    assert result.returncode in (0, 1), result.stderr
+    """`kvlint check --select KV301 --format json` in `root`, in-process."""
+    with contextlib.chdir(root):
+        result = CliRunner().invoke(
+            main, ["check", "--no-cache", "--select", "KV301", "--format", "json", *args, str(root)]
+        )
+    assert result.exit_code in (0, 1), result.output
     report = json.loads(result.stdout)
     assert not report["errors"], report["errors"]
     return report["findings"]

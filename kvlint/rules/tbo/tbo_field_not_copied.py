@@ -18,10 +18,48 @@ from kvlint.rules.tbo._facts import Assignment, BuilderFact, ClassFact, Default,
 from kvlint.rules.tbo._fields import module_classes
 from kvlint.rules.tbo._keys import builder_fact, find_builders
 from kvlint.rules.tbo._lines import LineFinder
-from kvlint.types import Applicability, Severity
+from kvlint.types import Applicability, ProjectInvalid, ProjectValid, Severity
 
 SCALAR_TYPES = frozenset({"bool", "int", "float", "str"})
 ENUM_BASES = frozenset({"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"})
+
+
+BATCH_FILE = "model_executor/forward_batch_info.py"
+BUILDER_FILE = "batch_overlap/two_batch_overlap.py"
+DRAFT_FILE = "speculative/draft.py"
+_BATCH = """\
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass
+class ForwardBatch:
+    out_cache_loc: torch.Tensor
+    out_cache_loc_id_space: str = "virtual"
+    spec_info: Optional[object] = None
+"""
+_COPY_MARK = '    output_dict["out_cache_loc_id_space"] = batch.out_cache_loc_id_space\n'
+_SET_SPEC = '    output_dict["spec_info"] = None\n'
+_DRAFT = """\
+from model_executor.forward_batch_info import ForwardBatch
+
+
+def draft(batch: ForwardBatch, info):
+    batch.spec_info = info
+"""
+
+
+def _builder(*copies: str) -> str:
+    return (
+        "from model_executor.forward_batch_info import ForwardBatch\n\n\n"
+        "def filter_batch(batch, *, start, end):\n"
+        "    output_dict = dict()\n"
+        '    output_dict["out_cache_loc"] = batch.out_cache_loc[start:end]\n'
+        + "".join(copies)
+        + "    return ForwardBatch(**output_dict)\n"
+    )
 
 
 class TboFieldNotCopied(ProjectRule):
@@ -95,6 +133,31 @@ class TboFieldNotCopied(ProjectRule):
     severity = Severity.ERROR
     fix_applicability = Applicability.UNSAFE
     options: TboConfig
+
+    VALID = [
+        ProjectValid({BATCH_FILE: _BATCH, BUILDER_FILE: _builder(_COPY_MARK, _SET_SPEC)}),
+        # An Optional field nothing gives a value is None in every parent: silent unless strict.
+        ProjectValid({BATCH_FILE: _BATCH, BUILDER_FILE: _builder(_COPY_MARK)}),
+        ProjectValid({BATCH_FILE: _BATCH, BUILDER_FILE: _builder(_COPY_MARK, _SET_SPEC), DRAFT_FILE: _DRAFT}),
+    ]
+    INVALID = [
+        # The seed's bug: a field with a non-None default is not copied.
+        ProjectInvalid(
+            {BATCH_FILE: _BATCH, BUILDER_FILE: _builder(_SET_SPEC)},
+            expected=((BATCH_FILE, 10, "error"),),
+            expected_fix=(BUILDER_FILE, _builder(_SET_SPEC, _COPY_MARK)),
+        ),
+        # Optional, and given a value before the split somewhere in the tree.
+        ProjectInvalid(
+            {BATCH_FILE: _BATCH, BUILDER_FILE: _builder(_COPY_MARK), DRAFT_FILE: _DRAFT},
+            expected=((BATCH_FILE, 11, "warning"),),
+        ),
+        ProjectInvalid(
+            {BATCH_FILE: _BATCH, BUILDER_FILE: _builder(_COPY_MARK)},
+            expected=((BATCH_FILE, 11, "warning"),),
+            options={"strict": True},
+        ),
+    ]
 
     @classmethod
     def trigger_groups(cls, options: TboConfig, contract: Contract) -> tuple[tuple[str, ...], ...]:
