@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 import click
 
 from kvlint import DISTRIBUTION, __version__
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -159,7 +162,8 @@ def _fail(message: str) -> None:
 
 def _run(paths: tuple[Path, ...], *, config_file: Optional[Path] = None, progress: bool = False, **options: Any) -> Any:
     from kvlint.config import load_config
-    from kvlint.engine import RunOptions, run
+    from kvlint.engine import run
+    from kvlint.plan import RunOptions
 
     config = load_config(config_file)
     callback = _progress_bar() if progress else None
@@ -167,7 +171,7 @@ def _run(paths: tuple[Path, ...], *, config_file: Optional[Path] = None, progres
         return run(config, RunOptions(paths=paths, **options), progress=callback)
     finally:
         if callback is not None:
-            callback.close()  # type: ignore[attr-defined]
+            callback.close()
 
 
 class _ProgressBar:
@@ -181,7 +185,7 @@ class _ProgressBar:
             "checking", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=Console(stderr=True), transient=True,
         )
-        self._task: Optional[int] = None
+        self._task: Optional[TaskID] = None
 
     def __call__(self, done: int, total: int) -> None:
         if self._task is None:

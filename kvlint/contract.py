@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Mapping
+from typing import Any, Mapping
 
 AUTO = "auto"
 
@@ -81,5 +81,5 @@ class Contract:
 
     def with_overrides(self, overrides: Mapping[str, str]) -> "Contract":
         """A copy with config-style keys (``"mark"``, ``"batch-mark"``) replaced."""
-        changes = {key.replace("-", "_"): value for key, value in overrides.items()}
+        changes: dict[str, Any] = {key.replace("-", "_"): value for key, value in overrides.items()}
         return replace(self, **changes)

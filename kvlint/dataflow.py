@@ -208,12 +208,12 @@ class _Walker:
             for small in body.body:
                 self.small_statement(small)
             return
-        statements = body.body if isinstance(body, cst.IndentedBlock) else body
+        statements: Sequence[cst.BaseStatement] = body.body if isinstance(body, cst.IndentedBlock) else body  # type: ignore[assignment]
         for statement in statements:
             if isinstance(statement, cst.SimpleStatementLine):
                 for small in statement.body:
                     self.small_statement(small)
-            else:
+            elif isinstance(statement, cst.BaseCompoundStatement):
                 self.compound_statement(statement)
 
     def small_statement(self, node: cst.BaseSmallStatement) -> None:
@@ -391,7 +391,7 @@ class _Walker:
             if alias.asname is not None:
                 self.bind(alias.asname.name, "import")
                 continue
-            bound = alias.name
+            bound: cst.BaseExpression = alias.name
             while isinstance(bound, cst.Attribute):
                 bound = bound.value
             if isinstance(bound, cst.Name):
@@ -512,7 +512,7 @@ def _names_in(target: cst.BaseExpression) -> Iterator[str]:
         yield from _names_in(target.value)
 
 
-def _captures(pattern: cst.MatchPattern) -> Iterator[cst.Name]:
+def _captures(pattern: Union[cst.MatchPattern, cst.MatchStar]) -> Iterator[cst.Name]:
     """The names a `case` pattern binds."""
     if isinstance(pattern, cst.MatchAs):
         if pattern.pattern is not None:
@@ -526,11 +526,11 @@ def _captures(pattern: cst.MatchPattern) -> Iterator[cst.Name]:
         for element in pattern.patterns:
             yield from _captures(element.pattern)
     elif isinstance(pattern, (cst.MatchSequence, cst.MatchList, cst.MatchTuple)):
-        for element in pattern.patterns:
-            yield from _captures(element if isinstance(element, cst.MatchStar) else element.value)
+        for item in pattern.patterns:
+            yield from _captures(item if isinstance(item, cst.MatchStar) else item.value)
     elif isinstance(pattern, cst.MatchMapping):
-        for element in pattern.elements:
-            yield from _captures(element.pattern)
+        for entry in pattern.elements:
+            yield from _captures(entry.pattern)
         if pattern.rest is not None:
             yield pattern.rest
     elif isinstance(pattern, cst.MatchClass):

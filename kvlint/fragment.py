@@ -89,7 +89,7 @@ class _Cutter:
 
 
 def _start(node: ast.stmt) -> int:
-    decorators = getattr(node, "decorator_list", ())
+    decorators: list[ast.expr] = getattr(node, "decorator_list", [])
     return min([node.lineno, *(decorator.lineno for decorator in decorators)])
 
 

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from kvlint.config import Config, configured_contract
 from kvlint.contract import AUTO, DEFAULT_WRITE_DOORS, LOC_KEYWORDS, NOT_FIELD_ANNOTATIONS, PAGED_HELPERS, Contract
@@ -66,7 +66,7 @@ def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
     if _auto(config, "paged-helpers-module"):
         _learn_paged_helpers(ordered, learned)
     values = {key: value for key, value in learned.values.items() if key in _keys_to_fill(config)}
-    changes = {key.replace("-", "_"): value for key, value in values.items()}
+    changes: dict[str, Any] = {key.replace("-", "_"): value for key, value in values.items()}
     found = {key: learned.sources[key] for key in values}
     return replace(contract, **changes, sources=(*contract.sources, *found.items()))
 

@@ -55,20 +55,30 @@ class CheckRequest:
     project_rules: tuple[ProjectRule, ...] = ()
 
 
-@lru_cache(maxsize=None)
+# Encoded trigger words by (rule class, options, contract): a worker encodes each once.
+_ENCODED: dict[tuple[object, ...], Groups] = {}
+
+
 def rule_groups(rule: type[Rule], contract: Contract) -> Groups:
     """A per-file rule's trigger words as the prefilter tests them; the one place they are encoded."""
-    return encode_groups(rule.trigger_groups(contract))
+    key = ("file", rule, contract)
+    if key not in _ENCODED:
+        _ENCODED[key] = encode_groups(rule.trigger_groups(contract))
+    return _ENCODED[key]
 
 
-@lru_cache(maxsize=None)
 def project_groups(rule: type[ProjectRule], options: TboConfig, contract: Contract) -> Groups:
-    return encode_groups(rule.trigger_groups(options, contract))
+    key = ("project", rule, options, contract)
+    if key not in _ENCODED:
+        _ENCODED[key] = encode_groups(rule.trigger_groups(options, contract))
+    return _ENCODED[key]
 
 
-@lru_cache(maxsize=None)
 def whole_file_groups(rule: type[ProjectRule], options: TboConfig, contract: Contract) -> Groups:
-    return encode_groups(rule.whole_file_groups(options, contract))
+    key = ("whole", rule, options, contract)
+    if key not in _ENCODED:
+        _ENCODED[key] = encode_groups(rule.whole_file_groups(options, contract))
+    return _ENCODED[key]
 
 
 @dataclass(frozen=True)

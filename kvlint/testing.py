@@ -51,7 +51,7 @@ def run_project(
     files: Mapping[str, str], rule: type[ProjectRule], *, options: Mapping[str, object] = {}
 ) -> tuple[list[Finding], dict[str, str]]:
     """The rule's findings over `files` (path -> source), and the files its unsafe fixes would rewrite."""
-    tbo = replace(TboConfig(), **options)
+    tbo = replace(TboConfig(), **dict(options))  # type: ignore[arg-type]
     sources = {path: text.encode() for path, text in files.items()}
     contract = learn_contract(Config(tbo=tbo), {Path(path): data for path, data in sources.items()})
     instance = rule(tbo)

@@ -13,7 +13,6 @@ machinery where it is clearer: the data flow's expression walker is a
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 import libcst as cst
 
@@ -23,15 +22,24 @@ _NOT_CODE = re.compile(
 )
 
 
-@lru_cache(maxsize=None)
+_CODE_FIELDS: dict[type, tuple[str, ...]] = {}
+_IS_NODE_TYPE: dict[type, bool] = {}
+
+
 def _code_fields(node_type: type) -> tuple[str, ...]:
-    return tuple(name for name in node_type.__dataclass_fields__ if not _NOT_CODE.search(name))
+    found = _CODE_FIELDS.get(node_type)
+    if found is None:
+        names: dict[str, object] = getattr(node_type, "__dataclass_fields__")
+        found = _CODE_FIELDS[node_type] = tuple(name for name in names if not _NOT_CODE.search(name))
+    return found
 
 
-@lru_cache(maxsize=None)
 def _is_node_type(value_type: type) -> bool:
     # CSTNode is an ABC: an isinstance check per field value is the walk's main cost.
-    return issubclass(value_type, cst.CSTNode)
+    found = _IS_NODE_TYPE.get(value_type)
+    if found is None:
+        found = _IS_NODE_TYPE[value_type] = issubclass(value_type, cst.CSTNode)
+    return found
 
 
 def code_children(node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Callable, Optional
 from kvlint.types import FileOutcome, RunError
 
 if TYPE_CHECKING:
-    from kvlint.checker import CheckRequest, CheckResult
+    from kvlint.checker import CheckResult
+    from kvlint.plan import CheckRequest
 
 # Below this many files to parse, worker start-up costs more than it saves.
 MIN_FILES_FOR_WORKERS = 8

@@ -26,7 +26,8 @@ class _Swap(cst.CSTTransformer):
         self.by_target = {id(fix.target): fix for fix in replacements}
         self.applied = 0
 
-    def on_leave(
+    # LibCST types on_leave with a per-node TypeVar; a swap returns a node of another type by design.
+    def on_leave(  # type: ignore[override]
         self, original_node: cst.CSTNode, updated_node: cst.CSTNode
     ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNode]]:
         fix = self.by_target.get(id(original_node))

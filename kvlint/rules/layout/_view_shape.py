@@ -130,7 +130,7 @@ def _minus_one_then(leading: cst.Arg) -> bool:
     return (
         is_minus_one(value)
         and isinstance(value, cst.UnaryOperation)
-        and _blank(value.operator.whitespace_after, ("",))  # type: ignore[attr-defined]
+        and _blank(value.operator.whitespace_after, ("",))
         and isinstance(comma, cst.Comma)
         and _blank(comma.whitespace_before, ("",))
         and _blank(comma.whitespace_after, ("", " "))

@@ -88,8 +88,11 @@ def _default(module: cst.Module, value: Optional[cst.BaseExpression]) -> tuple[D
 def _core_type(annotation: cst.BaseExpression) -> Optional[str]:
     """The annotation's type once Optional is peeled off, if it is a bare name."""
     if isinstance(annotation, cst.SimpleString):
+        text = annotation.evaluated_value
+        if not isinstance(text, str):
+            return None
         try:
-            annotation = cst.parse_expression(annotation.evaluated_value)
+            annotation = cst.parse_expression(text)
         except (cst.ParserSyntaxError, TypeError):
             return None
     inner = _optional_inner(annotation)

@@ -146,6 +146,7 @@ def _subscript_key(node: cst.BaseExpression, dict_name: str) -> Optional[cst.Bas
 
 
 def _assigned_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    targets: list[cst.BaseExpression]
     if isinstance(node, cst.Assign):
         targets = [target.target for target in node.targets]
     elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
@@ -203,11 +204,11 @@ def _literal_keys(node: cst.BaseExpression) -> list[str]:
         keys = [_string(element.key) for element in node.elements if isinstance(element, cst.DictElement)]
         return [key for key in keys if key is not None]
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "dict":
-        keys = [arg.keyword.value for arg in node.args if arg.keyword is not None]
+        names = [arg.keyword.value for arg in node.args if arg.keyword is not None]
         for arg in node.args:
             if arg.keyword is None and not arg.star:
-                keys.extend(_literal_keys(arg.value))
-        return keys
+                names.extend(_literal_keys(arg.value))
+        return names
     return []
 
 

@@ -220,4 +220,6 @@ def _is_incoming(ctx: FileContext, expr: cst.BaseExpression, func: cst.FunctionD
     if not isinstance(expr, cst.Name):
         return False
     definitions = function_flow(ctx, func).reaching(expr)
-    return bool(definitions) and all(d.kind == "param" and d.param is incoming for d in definitions)
+    if not definitions:
+        return False
+    return all(d.kind == "param" and d.param is incoming for d in definitions)
