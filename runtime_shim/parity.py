@@ -25,9 +25,13 @@ the negative control counts as differing if the pool it wrote differs.
 
 `check_index_width` is the large-pool case: a token-major pool spanning more
 than 2^31 elements, the kernel run once with int64 and once with int32
-``kv_indices`` / ``page_table`` in a child process, so a crash (an illegal
-memory access on CUDA, a segfault under the Triton interpreter) is a verdict,
-not a dead test run. On CPU it uses the smallest pool that crosses the limit,
+``kv_indices`` / ``page_table`` in a child process, so a crash is a verdict,
+not a dead test run. A kernel that multiplies a loaded int32 index by the
+slot stride without widening it wraps at 2^31 elements: below 2^32 the
+offset turns negative and the read faults (an illegal memory access on
+CUDA, a segfault under the Triton interpreter); past 2^32 it wraps to a
+small positive offset and silently reads another slot's rows (verdict
+``differs``). Both were seen with upstream's decode kernel on an H200. On CPU it uses the smallest pool that crosses the limit,
 allocated with ``torch.empty`` so only the touched rows become resident.
 The kernel is named as ``"module:attribute"`` so the child can import it.
 """
@@ -37,6 +41,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -557,7 +562,12 @@ def check_index_width(
                     note = f"killed by signal {-rc}"
             else:
                 note = f"exit status {rc}"
-            errors = [line.strip() for line in stderr.splitlines() if "Error" in line or "error:" in line]
+            lines = [line.strip() for line in stderr.splitlines()]
+            # The exception line ("torch.AcceleratorError: CUDA error: an illegal
+            # memory access ..."), else any line naming an error.
+            errors = [l for l in lines if re.match(r"^[\w.]*(Error|Exception)\b.*:", l)] or [
+                l for l in lines if "Error" in l or "error:" in l
+            ]
             why = f"{note}{': ' + errors[-1][:300] if errors else ''}"
         for name in names[len(verdicts):]:
             verdicts.append(IndexWidthVerdict(name, status, num_slots, elements, entry, why))

@@ -102,7 +102,9 @@ def test_upstream_decode_matches_a_float32_reference():
     ref = paged_decode_attention_reference(
         q, run.paged(run.k), run.paged(run.v), run.page_table, run.seq_lens
     )
-    assert (out - ref).abs().max() < 1e-5
+    # Compiled, Triton's tl.dot multiplies float32 as TF32 (10-bit mantissa) on
+    # this hardware; the interpreter multiplies in full float32.
+    assert (out - ref).abs().max() < sized(2e-3, 1e-5)
 
 
 EXTEND_CASES = sized(
