@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
@@ -42,6 +43,10 @@ def _common_options(func: F) -> F:
         click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache."),
         click.option("--strict-tbo", is_flag=True, help="KV301: also report Optional fields nothing sets."),
         click.option("--quiet", "-q", is_flag=True, help="Only the finding lines and the summary."),
+        click.option(
+            "--verbose", "-v", count=True,
+            help="On stderr: each phase, its time, and what it skipped (-vv: every skipped file).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -160,11 +165,20 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_ERROR)
 
 
-def _run(paths: tuple[Path, ...], *, config_file: Optional[Path] = None, progress: bool = False, **options: Any) -> Any:
+def _run(
+    paths: tuple[Path, ...],
+    *,
+    config_file: Optional[Path] = None,
+    progress: bool = False,
+    verbose: int = 0,
+    **options: Any,
+) -> Any:
     from kvlint.config import load_config
     from kvlint.engine import run
     from kvlint.plan import RunOptions
 
+    if verbose:
+        _log_to_stderr(logging.DEBUG if verbose > 1 else logging.INFO)
     config = load_config(config_file)
     callback = _progress_bar() if progress else None
     try:
@@ -172,6 +186,18 @@ def _run(paths: tuple[Path, ...], *, config_file: Optional[Path] = None, progres
     finally:
         if callback is not None:
             callback.close()
+
+
+def _log_to_stderr(level: int) -> None:
+    logger = logging.getLogger("kvlint")
+    # One handler, on the stderr of this invocation (a test runner swaps it per call).
+    for old in [handler for handler in logger.handlers if getattr(handler, "kvlint_cli", False)]:
+        logger.removeHandler(old)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("kvlint: %(message)s"))
+    handler.kvlint_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level)
 
 
 class _ProgressBar:
@@ -210,6 +236,7 @@ def _run_options(kwargs: dict[str, Any]) -> dict[str, Any]:
         "jobs": kwargs["jobs"],
         "strict_tbo": kwargs["strict_tbo"],
         "cache": not kwargs["no_cache"],
+        "verbose": kwargs["verbose"],
     }
 
 

@@ -12,6 +12,7 @@ again: a run the cache answers entirely never loads the parser.
 
 from __future__ import annotations
 
+import logging
 import pickle
 import subprocess
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,7 @@ from kvlint.config import Config, ConfigError
 from kvlint.contract import Contract
 from kvlint.discovery import discover, display_path
 from kvlint.learn import learn_contract
+from kvlint.phases import Phases, log
 from kvlint.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.selection import per_file_ignored
 from kvlint.decide import FileDecisions, project_candidate, unused_ignores
@@ -69,14 +71,21 @@ class _Checked:
 
 
 def run(config: Config, options: RunOptions, progress: Optional[Progress] = None) -> RunResult:
+    phases = Phases()
     paths = options.paths or tuple(config.root / include for include in config.include)
     scope = discover(paths, config.exclude, config.root)
     files = list(scope.files)
     if options.changed is not None:
         files = _only_changed(files, options.changed)
+    phases.done("discover", "%d files in scope, %d paths skipped", len(files), len(scope.skipped))
+    for skipped_path, reason in scope.skipped:
+        log.debug("skipped %s: %s", skipped_path, reason)
     cwd = Path.cwd()
     sources, read_errors = _read_all(files, cwd)
+    phases.done("read", "%d files read, %d could not be", len(sources), len(read_errors))
     contract = learn_contract(config, sources)
+    learned = [key for key, source in contract.sources if source.startswith("learned")]
+    phases.done("contract", "learned from the tree: %s", ", ".join(learned) or "nothing")
     by_path = {display_path(path, cwd): data for path, data in sources.items()}
     config_paths = {display_path(path, cwd): _config_relative(path, config) for path in sources}
     result_cache = _open_cache(config, options, contract, cwd) if options.cache else None
@@ -92,14 +101,28 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         if entry is not None and not _has_fix_to_apply(entry[1], options.fix):
             checked[shown] = _Checked(entry[1], entry[2], facts_pickled=True)
     misses = [shown for shown in by_path if shown not in checked]
+    if result_cache is None:
+        phases.done("cache", "off")
+    else:
+        phases.done("cache", "%d of %d files answered by the cache", len(by_path) - len(misses), len(by_path))
     triggers = result_cache.triggers if result_cache is not None else None
+    rules_from = "kept in the cache, rules not imported"
     if triggers is None:
+        rules_from = "rules imported"
         triggers = plan().triggers(options)
         if result_cache is not None:
             result_cache.store_triggers(triggers)
     for shown in misses:
         checked[shown] = _Checked(None)
     wanted = [shown for shown in misses if triggers.wanted(by_path[shown])]
+    phases.done("rules", "%d selected rules' trigger words (%s)", len(triggers.groups), rules_from)
+    phases.done(
+        "prefilter", "%d files hold a selected rule's trigger words; %d do not and are not parsed",
+        len(wanted), len(misses) - len(wanted),
+    )
+    if log.isEnabledFor(logging.DEBUG):
+        for shown in sorted(set(misses) - set(wanted)):
+            log.debug("not parsed %s: no selected rule's trigger words", shown)
     if wanted:
         # Fixing needs the whole file parsed; finding needs only the flaggable
         # functions. So `fix` first checks like `check`, then parses whole only
@@ -113,6 +136,8 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
             work = file_requests(plan(), options, config, contract, to_fix, by_path, config_paths)
             for (request, _data), result in zip(work, check_all(work, options.jobs, progress)):
                 checked[request.path] = _Checked(result.outcome, result.facts)
+    parsed_now = sum(checked[shown].outcome is not None for shown in wanted)
+    phases.done("check", "%d files checked (%s jobs)", parsed_now, options.jobs or "all")
     if result_cache is not None:
         for shown in misses:
             fresh = checked[shown]
@@ -138,7 +163,9 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
 
     project = _Project(plan, config, config_paths, by_path, digests, result_cache, options.fix)
     for code in triggers.project_codes:
-        findings.extend(project.run_rule(code, checked, fixed, errors))
+        produced = project.run_rule(code, checked, fixed, errors)
+        findings.extend(produced)
+        phases.done("project", "%s: %d findings (%s)", code, len(produced), project.answered_by)
     for shown, result in checked.items():
         if result.outcome is not None and result.outcome.open_suppressions:
             findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project.used.get(shown, ())))
@@ -146,6 +173,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     if result_cache is not None:
         result_cache.save(by_path)
     findings.sort(key=lambda finding: finding.sort_key)
+    phases.total("%d findings, %d errors", len(findings), len(errors))
     errors.sort(key=lambda error: error.path)
     return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped)
 
@@ -242,6 +270,8 @@ class _Project:
         self._fix = fix
         # Suppressions (line, column) that project findings used, by path: not KV001.
         self.used: dict[str, set[tuple[int, int]]] = {}
+        # How the last rule's findings came about, for `-v`.
+        self.answered_by = ""
 
     def run_rule(
         self, code: str, checked: dict[str, _Checked], fixed: dict[str, tuple[bytes, bytes]], errors: list[RunError]
@@ -252,10 +282,12 @@ class _Project:
         if self._cache is not None and self._fix is None:
             known = self._cache.project(code, inputs, digests)
             if known is not None:
+                self.answered_by = "from the cache"
                 for path, line, column in known.used:
                     self.used.setdefault(path, set()).add((line, column))
                 return list(known.findings)
         project_rule = self._plan().project_rule(code)
+        self.answered_by = f"ran over the facts of {len(contributors)} files"
         try:
             violations = project_rule.finish({shown: checked[shown].fact(code) for shown in contributors})
         except Exception as exc:  # noqa: BLE001 - isolation, as for per-file rules
