@@ -45,7 +45,7 @@ import re
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -129,7 +129,6 @@ class ParityRun:
     page_table: torch.Tensor  # [batch, max_pages] page ids, index_dtype
     seq_lens: torch.Tensor  # [batch] int32
     seed: int = 0
-    extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def batch(self) -> int:

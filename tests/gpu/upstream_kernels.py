@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import fcntl
 import importlib.util
-import os
 import subprocess
 import sys
 import types
