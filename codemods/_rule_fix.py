@@ -1,7 +1,7 @@
 """The base of every kvlint codemod command: a thin LibCST command over kvlint's fixing.
 
 A command finds the fixes `kvlint fix` would apply to the file it is handed,
-limited to its own rule codes (`kvlint.plan.codemod_request`: the same
+limited to its own rule codes (`kvlint.running.plan.codemod_request`: the same
 configuration, selection, `ignore` and `per-file-ignores`), and applies them
 with `kvlint.fix.apply_replacements`. The fixes are computed on the very tree
 being transformed, because LibCST's runner hands `transform_module_impl` a copy.
@@ -16,9 +16,9 @@ from typing import ClassVar
 import libcst as cst
 from libcst.codemod import CodemodCommand
 
-from kvlint.checker import fixable_replacements
+from kvlint.running.checker import fixable_replacements
 from kvlint.fix import apply_replacements
-from kvlint.plan import codemod_request
+from kvlint.running.plan import codemod_request
 
 
 class RuleFixCommand(CodemodCommand):

@@ -1,3 +1,3 @@
-from kvlint.cli import main
+from kvlint.face.cli import main
 
 main()

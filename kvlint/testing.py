@@ -12,16 +12,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from kvlint.checker import check_bytes
-from kvlint.config import Config, TboConfig
-from kvlint.contract import Contract
-from kvlint.decide import FileDecisions, project_candidate
+from kvlint.running.checker import check_bytes
+from kvlint.api.config import Config, TboConfig
+from kvlint.api.contract import Contract
+from kvlint.running.decide import FileDecisions, project_candidate
 from kvlint.fix.project_edit import insert_after_line
-from kvlint.learn import learn_contract
-from kvlint.plan import CheckRequest, project_groups
-from kvlint.prefilter import passes
-from kvlint.rule import ProjectRule, Rule
-from kvlint.types import Applicability, FileOutcome, Finding
+from kvlint.running.learn import learn_contract
+from kvlint.running.plan import CheckRequest, project_groups
+from kvlint.running.prefilter import passes
+from kvlint.api.rule import ProjectRule, Rule
+from kvlint.api.types import Applicability, FileOutcome, Finding
 
 
 def run_source(

@@ -19,7 +19,7 @@ from typing import Callable
 import pytest
 from click.testing import CliRunner, Result
 
-import kvlint.engine
+import kvlint.running.engine
 from kvlint.cli import main
 
 # click < 8.2 mixes stderr into stdout unless told not to; 8.2 always separates them.
@@ -233,14 +233,14 @@ def test_unreadable_file_is_an_error_line(tree: Path, monkeypatch: pytest.Monkey
 
 def test_file_deleted_during_the_run_is_an_error_line(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tree / "doomed.py").write_text(BARE)
-    real_discover = kvlint.engine.discover
+    real_discover = kvlint.running.engine.discover
 
     def discover_then_delete(*args, **kwargs):
         scope = real_discover(*args, **kwargs)
         (tree / "doomed.py").unlink()
         return scope
 
-    monkeypatch.setattr(kvlint.engine, "discover", discover_then_delete)
+    monkeypatch.setattr(kvlint.running.engine, "discover", discover_then_delete)
     code, report, _ = check_json(".")
     assert code == 1
     assert report["errors"] == [{"path": "doomed.py", "message": "file vanished before it could be read"}]
@@ -285,7 +285,7 @@ def test_a_file_that_could_not_be_checked_fails_an_otherwise_clean_run(
     code, report, _ = check_json(".")
     assert (code, report["findings"]) == (1, [])
     assert report["errors"] == [{"path": "locked.py", "message": "cannot read: Permission denied"}]
-    monkeypatch.setattr("kvlint.checker.too_large", lambda data: "not checked: too large" if b"pool" in data else None)
+    monkeypatch.setattr("kvlint.running.checker.too_large", lambda data: "not checked: too large" if b"pool" in data else None)
     monkeypatch.setattr(Path, "read_bytes", real_read_bytes)
     code, report, _ = check_json(".")
     assert (code, report["findings"]) == (1, [])

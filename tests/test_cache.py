@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-import kvlint.cache
-import kvlint.engine
-from kvlint.cache import GITIGNORE
-from kvlint.config import load_config
-from kvlint.engine import RunOptions, RunResult, run
+import kvlint.running.cache
+import kvlint.running.engine
+from kvlint.running.cache import GITIGNORE
+from kvlint.api.config import load_config
+from kvlint.running.engine import RunOptions, RunResult, run
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
 MARKED_PHYSICAL = "loc = KVWriteLoc(fb.out_cache_loc, physical=fb.out_cache_loc_is_physical)\n"
@@ -38,13 +38,13 @@ class CheckCounter:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.files = 0
-        real = kvlint.engine.check_all
+        real = kvlint.running.engine.check_all
 
         def counting(work: list[Any], *args: Any, **kwargs: Any) -> Any:
             self.files += len(work)
             return real(work, *args, **kwargs)
 
-        monkeypatch.setattr(kvlint.engine, "check_all", counting)
+        monkeypatch.setattr(kvlint.running.engine, "check_all", counting)
 
     def take(self) -> int:
         files, self.files = self.files, 0
@@ -147,7 +147,7 @@ def test_another_kvlint_build_does_not_reuse_results(
     (in_tmp / "bad.py").write_text(BARE)
     lint()
     counter.take()
-    monkeypatch.setattr(kvlint.cache, "__version__", "99.0")
+    monkeypatch.setattr(kvlint.running.cache, "__version__", "99.0")
     lint()
     assert counter.take() == 1
 
@@ -184,7 +184,7 @@ def test_entries_of_deleted_files_are_dropped(in_tmp: Path) -> None:
 
 
 def test_old_run_keys_are_pruned(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kvlint.cache, "MAX_RUN_KEYS", 2)
+    monkeypatch.setattr(kvlint.running.cache, "MAX_RUN_KEYS", 2)
     (in_tmp / "bad.py").write_text(BARE)
     for select in ("KV1", "KV101", "KV10", "KV"):
         lint(select=(select,))
@@ -192,7 +192,7 @@ def test_old_run_keys_are_pruned(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_fix_uses_cached_results_only_for_files_with_nothing_to_fix(in_tmp: Path, counter: CheckCounter) -> None:
-    from kvlint.types import Applicability
+    from kvlint.api.types import Applicability
 
     (in_tmp / "bad.py").write_text(BARE)
     (in_tmp / "clean.py").write_text(BARE.replace("fb.out_cache_loc", "KVWriteLoc.for_batch(fb)"))

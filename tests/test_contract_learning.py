@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from kvlint.cli import main
-from kvlint.config import Config, parse_config
-from kvlint.learn import learn_contract, module_path
+from kvlint.api.config import Config, parse_config
+from kvlint.running.learn import learn_contract, module_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "contracts"
 

@@ -8,9 +8,9 @@ from typing import Optional
 import libcst as cst
 import libcst.matchers as m
 
-from kvlint.contract import Contract
-from kvlint.dataflow import Definition, FunctionFlow, function_flow
-from kvlint.rule import FileContext
+from kvlint.api.contract import Contract
+from kvlint.analysis.dataflow import Definition, FunctionFlow, function_flow
+from kvlint.api.rule import FileContext
 
 
 def _flow_and_sink(source: str) -> tuple[cst.Module, FunctionFlow, cst.Name]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvlint.config import load_config
-from kvlint.engine import RunOptions, RunResult, run
+from kvlint.api.config import load_config
+from kvlint.running.engine import RunOptions, RunResult, run
 
 BATCH = """\
 from dataclasses import dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-import kvlint.engine
+import kvlint.running.engine
 import kvlint.fix.writer
 from kvlint.cli import main
 
@@ -48,14 +48,14 @@ def test_failure_at_the_rename_keeps_the_original_and_is_reported(
 
 
 def test_file_edited_after_the_check_is_not_overwritten(target: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_run = kvlint.engine.run
+    real_run = kvlint.running.engine.run
 
     def run_then_user_edits(*args, **kwargs):
         result = real_run(*args, **kwargs)
         target.write_text(BARE + "# edited meanwhile\n")
         return result
 
-    monkeypatch.setattr(kvlint.engine, "run", run_then_user_edits)
+    monkeypatch.setattr(kvlint.running.engine, "run", run_then_user_edits)
     result = fix(".")
     assert result.exit_code == 2
     assert "attn.py: error: file changed since it was read; not overwritten" in result.stderr
@@ -79,14 +79,14 @@ def test_edit_landing_while_the_temp_file_is_written_is_not_overwritten(
 
 
 def test_file_deleted_before_the_write_is_reported(target: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_run = kvlint.engine.run
+    real_run = kvlint.running.engine.run
 
     def run_then_delete(*args, **kwargs):
         result = real_run(*args, **kwargs)
         target.unlink()
         return result
 
-    monkeypatch.setattr(kvlint.engine, "run", run_then_delete)
+    monkeypatch.setattr(kvlint.running.engine, "run", run_then_delete)
     result = fix(".")
     assert result.exit_code == 2
     assert "attn.py: error: file vanished since it was read" in result.stderr

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import kvlint.registry
-from kvlint.checker import CheckRequest, check_bytes
+import kvlint.running.registry
+from kvlint.running.checker import CheckRequest, check_bytes
 from kvlint.cli import main
-from kvlint.contract import Contract
-from kvlint.rule import FileContext, Rule
+from kvlint.api.contract import Contract
+from kvlint.api.rule import FileContext, Rule
 from kvlint.rules.write_loc.bare_write_loc import BareWriteLoc
 
 BARE = (
@@ -39,9 +39,9 @@ class CrashesOnBoom(Rule):
 
 @pytest.fixture
 def with_crashing_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    rules = (*kvlint.registry.all_rules(), CrashesOnBoom)
-    monkeypatch.setattr(kvlint.registry, "all_rules", lambda: rules)
-    monkeypatch.setattr(kvlint.registry, "all_codes", lambda: ["KV000", "KV001", *(r.code for r in rules)])
+    rules = (*kvlint.running.registry.all_rules(), CrashesOnBoom)
+    monkeypatch.setattr(kvlint.running.registry, "all_rules", lambda: rules)
+    monkeypatch.setattr(kvlint.running.registry, "all_codes", lambda: ["KV000", "KV001", *(r.code for r in rules)])
 
 
 def test_crash_in_one_rule_keeps_the_other_rules_findings_on_that_file() -> None:

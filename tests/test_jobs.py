@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from corpus import sglang_srt_or_skip
 
-import kvlint.checker
-import kvlint.workers
-from kvlint.config import load_config
-from kvlint.engine import RunOptions, RunResult, run
+import kvlint.running.checker
+import kvlint.running.workers
+from kvlint.api.config import load_config
+from kvlint.running.engine import RunOptions, RunResult, run
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
 # The memory pools and the batch: hazards of every rule family, small enough to check twice in a test.
@@ -44,7 +44,7 @@ def lint(jobs: int) -> RunResult:
 
 @pytest.fixture
 def many_files(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for i in range(kvlint.workers.MIN_FILES_FOR_WORKERS + 4):
+    for i in range(kvlint.running.workers.MIN_FILES_FOR_WORKERS + 4):
         (in_tmp / f"bad_{i:02}.py").write_text(BARE * (i + 1))
     return in_tmp
 
@@ -71,7 +71,7 @@ def test_small_runs_stay_in_process(in_tmp: Path, monkeypatch: pytest.MonkeyPatc
     def no_pool(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("a worker pool was started for a handful of files")
 
-    monkeypatch.setattr(kvlint.workers, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr(kvlint.running.workers, "ProcessPoolExecutor", no_pool)
     (in_tmp / "bad.py").write_text(BARE)
     assert [finding.code for finding in lint(jobs=2).findings] == ["KV101"]
 
@@ -80,14 +80,14 @@ def test_small_runs_stay_in_process(in_tmp: Path, monkeypatch: pytest.MonkeyPatc
 def test_a_file_whose_check_raises_is_an_internal_error_of_that_file(
     many_files: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = kvlint.checker.check_bytes
+    real = kvlint.running.checker.check_bytes
 
     def broken_on_one_file(request: Any, data: bytes) -> Any:
         if request.path == "bad_03.py":
             raise RuntimeError("boom")
         return real(request, data)
 
-    monkeypatch.setattr(kvlint.checker, "check_bytes", broken_on_one_file)
+    monkeypatch.setattr(kvlint.running.checker, "check_bytes", broken_on_one_file)
     result = lint(jobs=2)
     assert [(error.path, error.internal) for error in result.errors] == [("bad_03.py", True)]
     assert "boom" in result.errors[0].message
@@ -96,14 +96,14 @@ def test_a_file_whose_check_raises_is_an_internal_error_of_that_file(
 
 @needs_fork
 def test_a_dying_worker_loses_only_its_file(many_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = kvlint.checker.check_bytes
+    real = kvlint.running.checker.check_bytes
 
     def dies_on_one_file(request: Any, data: bytes) -> Any:
         if request.path == "bad_05.py":
             os._exit(1)  # what a crash in native code or the OOM killer looks like from outside
         return real(request, data)
 
-    monkeypatch.setattr(kvlint.checker, "check_bytes", dies_on_one_file)
+    monkeypatch.setattr(kvlint.running.checker, "check_bytes", dies_on_one_file)
     result = lint(jobs=2)
     assert [(error.path, error.internal) for error in result.errors] == [("bad_05.py", True)]
     assert "worker process died" in result.errors[0].message
@@ -111,4 +111,4 @@ def test_a_dying_worker_loses_only_its_file(many_files: Path, monkeypatch: pytes
 
 
 def test_default_jobs_is_the_cores_this_process_may_use() -> None:
-    assert kvlint.workers.default_jobs() == len(os.sched_getaffinity(0))
+    assert kvlint.running.workers.default_jobs() == len(os.sched_getaffinity(0))

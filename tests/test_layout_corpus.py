@@ -14,10 +14,10 @@ import libcst as cst
 import pytest
 from corpus import sglang_srt_or_skip
 
-from kvlint.config import Config
-from kvlint.engine import RunOptions, RunResult, run
-from kvlint.index import callee_name
-from kvlint.contract import PAGED_HELPERS
+from kvlint.api.config import Config
+from kvlint.running.engine import RunOptions, RunResult, run
+from kvlint.analysis.index import callee_name
+from kvlint.api.contract import PAGED_HELPERS
 
 MIGRATED = (
     "layers/attention/flashattention_backend.py",

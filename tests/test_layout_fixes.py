@@ -9,7 +9,7 @@ import pytest
 from libcst.codemod import CodemodContext
 
 from codemods.use_paged_view import UsePagedViewCommand
-from kvlint.contract import Contract
+from kvlint.api.contract import Contract
 from kvlint.rules.layout.stride_silent_view import StrideSilentView
 from kvlint.testing import fixed_source, run_source
 

@@ -24,10 +24,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kvlint.contract import Contract  # noqa: E402
+from kvlint.api.contract import Contract  # noqa: E402
 from kvlint.rules.layout.stride_silent_view import StrideSilentView  # noqa: E402
 from kvlint.testing import fixed_source, run_source  # noqa: E402
-from kvlint.types import Finding  # noqa: E402
+from kvlint.api.types import Finding  # noqa: E402
 from runtime_shim import (  # noqa: E402
     ContiguousMHAPool,
     ContiguousMLAPool,

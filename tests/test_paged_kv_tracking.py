@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from kvlint.contract import Contract
-from kvlint.index import build_index
-from kvlint.rule import FileContext
+from kvlint.api.contract import Contract
+from kvlint.analysis.index import build_index
+from kvlint.api.rule import FileContext
 from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
 
 

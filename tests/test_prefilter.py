@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.config import load_config
-from kvlint.contract import Contract
-from kvlint.engine import RunOptions, RunResult, run
-from kvlint.prefilter import encode_groups, passes
-from kvlint.registry import all_rules
+from kvlint.api.config import load_config
+from kvlint.api.contract import Contract
+from kvlint.running.engine import RunOptions, RunResult, run
+from kvlint.running.prefilter import encode_groups, passes
+from kvlint.running.registry import all_rules
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
 BROKEN_WITHOUT_TRIGGERS = "def broken(:\n    pass\n"

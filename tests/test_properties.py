@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fix_scope import changes_outside_fixes
-from kvlint.registry import all_rules
-from kvlint.rule import Rule
+from kvlint.running.registry import all_rules
+from kvlint.api.rule import Rule
 from kvlint.testing import run_source
-from kvlint.types import Applicability
+from kvlint.api.types import Applicability
 
 RULES = [rule for rule in all_rules() if issubclass(rule, Rule)]
 

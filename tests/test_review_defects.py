@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.config import Config
-from kvlint.learn import learn_contract
+from kvlint.api.config import Config
+from kvlint.running.learn import learn_contract
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -96,15 +96,15 @@ def test_sarif_describes_every_rule_its_results_name(in_tmp: Path) -> None:
 def test_a_file_libcst_cannot_parse_is_not_compiled_again(monkeypatch: pytest.MonkeyPatch) -> None:
     import libcst as cst
 
-    import kvlint.checker
+    import kvlint.running.checker
     from kvlint.testing import run_source
 
     def refuse(_source: object) -> cst.Module:
         raise cst.ParserSyntaxError("LibCST's limit", lines=["x = 1\n"], raw_line=1, raw_column=0)
 
     compiled: list[object] = []
-    monkeypatch.setattr(kvlint.checker.cst, "parse_module", refuse)
-    monkeypatch.setattr(kvlint.checker, "compile", lambda *args, **kwargs: compiled.append(args), raising=False)
+    monkeypatch.setattr(kvlint.running.checker.cst, "parse_module", refuse)
+    monkeypatch.setattr(kvlint.running.checker, "compile", lambda *args, **kwargs: compiled.append(args), raising=False)
     (finding,) = run_source("x = 1\n", []).findings
     assert finding.code == "KV000" and "LibCST's limit" in finding.message
     assert compiled == []

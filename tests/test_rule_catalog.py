@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kvlint.docs import rules_table
-from kvlint.registry import all_rules
-from kvlint.rule import DOC_SECTIONS
+from kvlint.face.docs import rules_table
+from kvlint.running.registry import all_rules
+from kvlint.api.rule import DOC_SECTIONS
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from kvlint.prefilter import encode_groups, passes
-from kvlint.registry import all_rules
-from kvlint.rule import ProjectRule, Rule
+from kvlint.running.prefilter import encode_groups, passes
+from kvlint.running.registry import all_rules
+from kvlint.api.rule import ProjectRule, Rule
 from kvlint.testing import fixed_source, run_project, run_source
-from kvlint.contract import Contract
+from kvlint.api.contract import Contract
 
 FILE_RULES = [rule for rule in all_rules() if issubclass(rule, Rule)]
 

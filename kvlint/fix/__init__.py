@@ -2,7 +2,7 @@
 needs, repeat until the tree is stable, and write the result atomically.
 
 This package knows how to apply a `Replacement`, not which ones to apply: the
-caller (`kvlint.checker`, or a `codemods/` command) hands it a function that
+caller (`kvlint.running.checker`, or a `codemods/` command) hands it a function that
 returns the replacements the request allows on a tree, after selection and
 suppressions. So fixing depends on the API and analysis layers only, and
 nothing here imports the running layer or `codemods/`.

@@ -14,7 +14,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
-from kvlint.rule import Replacement
+from kvlint.api.rule import Replacement
 
 
 class FixFailed(Exception):

@@ -12,7 +12,7 @@ from typing import Callable, Optional, Sequence
 import libcst as cst
 
 from kvlint.fix.apply import FixFailed, apply_replacements
-from kvlint.rule import Replacement
+from kvlint.api.rule import Replacement
 
 # Nested fixes settle in two rounds; three is a safety margin.
 MAX_FIX_ROUNDS = 3

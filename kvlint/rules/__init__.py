@@ -1,6 +1,6 @@
 """kvlint's rules, one package per family; in a family, one module per rule, named after its class.
 
-`kvlint.registry` finds them by walking these packages.
+`kvlint.running.registry` finds them by walking these packages.
 """
 
 # The code prefix each family's rules carry.

@@ -14,8 +14,8 @@ import pytest
 from shim_hazard_cases import HAZARD_CASES, HazardCase
 from test_shim_guard import GEOMETRY, _namespace
 
-from kvlint.contract import Contract
-from kvlint.registry import rule_by_code
+from kvlint.api.contract import Contract
+from kvlint.running.registry import rule_by_code
 from kvlint.testing import fixed_source, run_source
 from runtime_shim import TokenMajorMHAPool, kv_layout_guard
 

@@ -13,7 +13,7 @@ A value is paged KV when, inside one function, it comes from
   into it (`get_kv_buffer(i)[0]`). An index by a name (`k_cache[loc]`) is a
   gather, a fresh tensor, and not followed;
 * a local whose reaching definition is one of the above (assignment, tuple
-  unpacking, `for buf in self.k_buffer`), per `kvlint.dataflow`;
+  unpacking, `for buf in self.k_buffer`), per `kvlint.analysis.dataflow`;
 * a parameter whose name matches the contract's `kv-name-fallback` pattern
   (names alone are a weaker signal, so only parameters get it).
 """
@@ -24,10 +24,10 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.contract import DEFAULT_KV_NAME_FALLBACK, PAGED_HELPERS, Contract
-from kvlint.dataflow import Definition, function_flow
-from kvlint.index import callee_name, trailing_name
-from kvlint.rule import FileContext
+from kvlint.api.contract import DEFAULT_KV_NAME_FALLBACK, PAGED_HELPERS, Contract
+from kvlint.analysis.dataflow import Definition, function_flow
+from kvlint.analysis.index import callee_name, trailing_name
+from kvlint.api.rule import FileContext
 
 FALLBACK_NAME_WORDS = ("k_cache", "v_cache", "key_cache", "value_cache")
 

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import libcst as cst
 
-from kvlint.index import trailing_name
+from kvlint.analysis.index import trailing_name
 
 
 def is_minus_one(expr: cst.BaseExpression) -> bool:

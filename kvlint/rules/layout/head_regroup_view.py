@@ -7,12 +7,12 @@ from typing import Optional
 import libcst as cst
 import libcst.matchers as m
 
-from kvlint.contract import Contract
-from kvlint.rule import FileContext, Rule
+from kvlint.api.contract import Contract
+from kvlint.api.rule import FileContext, Rule
 from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
 from kvlint.rules.layout._view_shape import REGROUP_WORDS, is_head_regroup
-from kvlint.index import module_index
-from kvlint.types import Invalid, Severity, Valid
+from kvlint.analysis.index import module_index
+from kvlint.api.types import Invalid, Severity, Valid
 
 
 class HeadRegroupView(Rule):

@@ -6,13 +6,13 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.contract import Contract
-from kvlint.dataflow import function_flow
-from kvlint.index import CallSite
-from kvlint.rule import FileContext, Rule
+from kvlint.api.contract import Contract
+from kvlint.analysis.dataflow import function_flow
+from kvlint.analysis.index import CallSite
+from kvlint.api.rule import FileContext, Rule
 from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
-from kvlint.index import module_index
-from kvlint.types import Invalid, Severity, Valid
+from kvlint.analysis.index import module_index
+from kvlint.api.types import Invalid, Severity, Valid
 
 # Tensor methods that pack a strided input into a new contiguous tensor.
 _COPY_METHODS = ("reshape", "contiguous", "flatten")

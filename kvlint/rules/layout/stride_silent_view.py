@@ -6,12 +6,12 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from kvlint.contract import Contract
-from kvlint.rule import FileContext, Replacement, Rule
+from kvlint.api.contract import Contract
+from kvlint.api.rule import FileContext, Replacement, Rule
 from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
 from kvlint.rules.layout._view_shape import PAGE_SIZE_WORDS, is_page_split
-from kvlint.index import module_index
-from kvlint.types import Applicability, Invalid, Severity, Valid
+from kvlint.analysis.index import module_index
+from kvlint.api.types import Applicability, Invalid, Severity, Valid
 
 _RUNTIME_SHIM = {"paged-helpers-module": "runtime_shim.paged"}
 

@@ -18,7 +18,7 @@ from typing import Optional
 import libcst as cst
 
 from kvlint.rules.tbo._facts import Assignment
-from kvlint.index import is_none, trailing_name
+from kvlint.analysis.index import is_none, trailing_name
 from kvlint.rules.tbo._lines import LineFinder
 from kvlint.rules.tbo._walk import own_nodes
 

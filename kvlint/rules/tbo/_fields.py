@@ -12,8 +12,8 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.contract import NOT_FIELD_ANNOTATIONS
-from kvlint.index import is_none, trailing_name
+from kvlint.api.contract import NOT_FIELD_ANNOTATIONS
+from kvlint.analysis.index import is_none, trailing_name
 
 from kvlint.rules.tbo._facts import BaseRef, ClassFact, Default, FieldFact
 from kvlint.rules.tbo._lines import LineFinder

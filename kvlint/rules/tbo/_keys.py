@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import libcst as cst
 
 from kvlint.rules.tbo._facts import BuilderFact, Span
-from kvlint.index import trailing_name
+from kvlint.analysis.index import trailing_name
 from kvlint.rules.tbo._walk import own_nodes
 
 SpanOf = Callable[[cst.CSTNode], Span]

@@ -1,7 +1,7 @@
 """A quick walk over a LibCST tree for KV301's scan of many files.
 
 KV301 reads every file that names the batch class (hundreds in SGLang), so
-its walk must cost little next to the parse (see `kvlint.walk`).
+its walk must cost little next to the parse (see `kvlint.analysis.walk`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from kvlint.walk import code_children
+from kvlint.analysis.walk import code_children
 
 SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 

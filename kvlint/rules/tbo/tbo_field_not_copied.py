@@ -9,16 +9,16 @@ from typing import Mapping, Optional, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from kvlint.config import TboConfig
-from kvlint.contract import Contract
-from kvlint.index import top_level_imports
-from kvlint.rule import FileContext, ProjectEdit, ProjectRule, ProjectViolation
+from kvlint.api.config import TboConfig
+from kvlint.api.contract import Contract
+from kvlint.analysis.index import top_level_imports
+from kvlint.api.rule import FileContext, ProjectEdit, ProjectRule, ProjectViolation
 from kvlint.rules.tbo._assignments import non_none_assignments
 from kvlint.rules.tbo._facts import Assignment, BuilderFact, ClassFact, Default, FieldFact, FileFacts, Span
 from kvlint.rules.tbo._fields import module_classes
 from kvlint.rules.tbo._keys import builder_fact, find_builders
 from kvlint.rules.tbo._lines import LineFinder
-from kvlint.types import Applicability, ProjectInvalid, ProjectValid, Severity
+from kvlint.api.types import Applicability, ProjectInvalid, ProjectValid, Severity
 
 SCALAR_TYPES = frozenset({"bool", "int", "float", "str"})
 ENUM_BASES = frozenset({"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"})

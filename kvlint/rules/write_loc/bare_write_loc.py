@@ -6,9 +6,9 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.contract import Contract
-from kvlint.rule import FileContext, Replacement, Rule
-from kvlint.index import module_index
+from kvlint.api.contract import Contract
+from kvlint.api.rule import FileContext, Replacement, Rule
+from kvlint.analysis.index import module_index
 from kvlint.rules.write_loc._raw_loc import (
     RawLoc,
     factory_for,
@@ -17,7 +17,7 @@ from kvlint.rules.write_loc._raw_loc import (
     raw_loc,
     raw_loc_batch,
 )
-from kvlint.types import Applicability, Invalid, Severity, Valid
+from kvlint.api.types import Applicability, Invalid, Severity, Valid
 
 
 class BareWriteLoc(Rule):

@@ -6,12 +6,12 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.contract import LOC_KEYWORDS, Contract
-from kvlint.dataflow import function_flow
-from kvlint.rule import FileContext, Rule
-from kvlint.index import module_index
+from kvlint.api.contract import LOC_KEYWORDS, Contract
+from kvlint.analysis.dataflow import function_flow
+from kvlint.api.rule import FileContext, Rule
+from kvlint.analysis.index import module_index
 from kvlint.rules.write_loc._raw_loc import loc_argument
-from kvlint.types import Invalid, Severity, Valid
+from kvlint.api.types import Invalid, Severity, Valid
 
 # The helper that takes a write loc apart: `loc, swa_loc, full_loc = unwrap_write_loc(loc_info)`.
 UNWRAP_FUNCTION = "unwrap_write_loc"

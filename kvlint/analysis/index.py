@@ -1,0 +1,147 @@
+"""One pass over a module that every rule shares: calls, functions, imports.
+
+Rules look up candidate calls by the trailing name of the callee
+(`x.set_kv_buffer(...)` -> "set_kv_buffer") instead of each walking the whole
+tree; the walk is the dominant cost after parsing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import libcst as cst
+
+from kvlint.api.rule import FileContext
+from kvlint.analysis.walk import code_children
+
+
+@dataclass(frozen=True)
+class CallSite:
+    call: cst.Call
+    # The innermost function holding the call, or None at module/class level.
+    function: Optional[cst.FunctionDef]
+    # The innermost class holding `function` (or the call), if any.
+    klass: Optional[cst.ClassDef]
+
+
+@dataclass
+class ModuleIndex:
+    calls_by_name: dict[str, list[CallSite]] = field(default_factory=lambda: defaultdict(list))
+    functions: list[tuple[cst.FunctionDef, Optional[cst.ClassDef]]] = field(default_factory=list)
+    classes: list[cst.ClassDef] = field(default_factory=list)
+    # local name -> dotted origin ("pkg.mod.Name" for `from pkg.mod import Name as local`,
+    # "pkg.mod" for `import pkg.mod as local`).
+    imports: dict[str, str] = field(default_factory=dict)
+
+    def calls(self, *names: str) -> list[CallSite]:
+        found: list[CallSite] = []
+        for name in names:
+            found.extend(self.calls_by_name.get(name, ()))
+        return found
+
+
+def trailing_name(expr: cst.BaseExpression, *, through_subscript: bool = False) -> Optional[str]:
+    """`name` for a Name, the last attribute for `a.b.name`; otherwise None.
+
+    With `through_subscript`, a subscripted type names its origin: `C[int]` -> "C".
+    """
+    if through_subscript and isinstance(expr, cst.Subscript):
+        expr = expr.value
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return None
+
+
+def callee_name(call: cst.Call) -> Optional[str]:
+    """The trailing name of what is called: `a.b.c(...)` -> "c", `f(...)` -> "f"."""
+    return trailing_name(call.func)
+
+
+def module_index(ctx: FileContext) -> ModuleIndex:
+    """The file's index, built once and shared by every rule that asks."""
+    return ctx.analysis("module-index", lambda: build_index(ctx.module))
+
+
+def build_index(module: cst.Module) -> ModuleIndex:
+    index = ModuleIndex()
+    # (node, innermost function, innermost class) in source order.
+    stack: list[tuple[cst.CSTNode, Optional[cst.FunctionDef], Optional[cst.ClassDef]]] = [(module, None, None)]
+    while stack:
+        node, function, klass = stack.pop()
+        if isinstance(node, cst.Call):
+            name = callee_name(node)
+            if name is not None:
+                index.calls_by_name[name].append(CallSite(node, function, klass))
+        elif isinstance(node, cst.FunctionDef):
+            index.functions.append((node, klass))
+            function = node
+        elif isinstance(node, cst.ClassDef):
+            index.classes.append(node)
+            klass = node
+        elif isinstance(node, cst.Import):
+            _record_import(index, node)
+        elif isinstance(node, cst.ImportFrom):
+            _record_import_from(index, node)
+        stack.extend((child, function, klass) for child in reversed(code_children(node)))
+    return index
+
+
+def _record_import(index: ModuleIndex, node: cst.Import) -> None:
+    for alias in node.names:
+        dotted = _dotted(alias.name)
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            index.imports[alias.asname.name.value] = dotted
+        else:
+            index.imports[dotted.split(".")[0]] = dotted.split(".")[0]
+
+
+def _record_import_from(index: ModuleIndex, node: cst.ImportFrom) -> None:
+    index.imports.update(import_from_origins(node))
+
+
+def import_from_origins(node: cst.ImportFrom) -> dict[str, str]:
+    """local name -> `pkg.mod.Name` for `from pkg.mod import Name [as local]`; the one spelling of an origin."""
+    if isinstance(node.names, cst.ImportStar) or node.module is None:
+        return {}
+    base = "." * len(node.relative) + _dotted(node.module)
+    origins: dict[str, str] = {}
+    for alias in node.names:
+        name = _dotted(alias.name)
+        local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+        origins[local] = f"{base}.{name}"
+    return origins
+
+
+def top_level_imports(module: cst.Module) -> dict[str, str]:
+    """`import_from_origins` of the module-level `from` imports, including inside `if`/`try` blocks."""
+    imports: dict[str, str] = {}
+    for statement in _top_level_statements(module.body):
+        if isinstance(statement, cst.ImportFrom):
+            imports.update(import_from_origins(statement))
+    return imports
+
+
+def _top_level_statements(body: Sequence[cst.BaseStatement]) -> list[cst.BaseSmallStatement]:
+    found: list[cst.BaseSmallStatement] = []
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            found.extend(statement.body)
+        elif isinstance(statement, (cst.If, cst.Try)) and isinstance(statement.body, cst.IndentedBlock):
+            found.extend(_top_level_statements(statement.body.body))
+    return found
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""
+
+
+def is_none(node: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"

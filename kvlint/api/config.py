@@ -1,0 +1,173 @@
+"""`[tool.kvlint]` configuration: finding it, validating it, and its defaults.
+
+Unknown keys are errors that name the key and the file: a misspelt option that
+silently does nothing is worse than no option in a CI check.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from kvlint.api.contract import AUTO, Contract
+
+
+class ConfigError(Exception):
+    """A user mistake in configuration or options; the CLI prints it and exits 2."""
+
+
+@dataclass(frozen=True)
+class TboConfig:
+    batch_class: str = "ForwardBatch"
+    child_builder: str = "filter_batch"
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class Config:
+    include: tuple[str, ...] = (".",)
+    exclude: tuple[str, ...] = ()
+    select: tuple[str, ...] = ("KV",)
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    cache_dir: str = ".kvlint_cache"
+    # Contract keys as written, "auto" kept: kvlint.running.learn resolves them.
+    contract: tuple[tuple[str, Any], ...] = ()
+    tbo: TboConfig = field(default_factory=TboConfig)
+    # The file the values came from, or None for built-in defaults.
+    path: Optional[Path] = None
+
+    @property
+    def root(self) -> Path:
+        """The directory relative paths in the config are resolved against."""
+        return self.path.parent if self.path is not None else Path.cwd()
+
+    def contract_value(self, key: str) -> Any:
+        return dict(self.contract).get(key, AUTO)
+
+
+_TOP_KEYS = {"include", "exclude", "select", "ignore", "per-file-ignores", "cache-dir", "contract", "tbo"}
+_CONTRACT_STR_KEYS = {
+    "write-loc-class",
+    "mark",
+    "batch-mark",
+    "batch-factory",
+    "layer-factory",
+    "write-loc-module",
+    "paged-helpers-module",
+    "kv-name-fallback",
+}
+_CONTRACT_LIST_KEYS = {"loc-attributes", "buffer-accessors"}
+_CONTRACT_KEYS = _CONTRACT_STR_KEYS | _CONTRACT_LIST_KEYS | {"write-doors"}
+_TBO_KEYS = {"batch-class": str, "child-builder": str, "strict": bool}
+
+
+def find_config_file(start: Path) -> Optional[Path]:
+    """The nearest `kvlint.toml`, or `pyproject.toml` with a `[tool.kvlint]` table."""
+    for directory in (start, *start.parents):
+        candidate = directory / "kvlint.toml"
+        if candidate.is_file():
+            return candidate
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file() and "kvlint" in _read_toml(candidate).get("tool", {}):
+            return candidate
+    return None
+
+
+def load_config(explicit: Optional[Path] = None, start: Optional[Path] = None) -> Config:
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(f"config file not found: {explicit}")
+        path: Optional[Path] = explicit
+    else:
+        path = find_config_file((start or Path.cwd()).resolve())
+    if path is None:
+        return Config()
+    data = _read_toml(path)
+    table = data.get("tool", {}).get("kvlint", {}) if path.name == "pyproject.toml" else data
+    return parse_config(table, path)
+
+
+def parse_config(table: Mapping[str, Any], path: Path) -> Config:
+    _reject_unknown(table, _TOP_KEYS, path, "tool.kvlint" if path.name == "pyproject.toml" else "")
+    contract_table = table.get("contract", {})
+    _expect(contract_table, dict, "contract", path)
+    _reject_unknown(contract_table, _CONTRACT_KEYS, path, "contract")
+    contract: dict[str, Any] = {}
+    for key, value in contract_table.items():
+        if key in _CONTRACT_STR_KEYS:
+            _expect(value, str, f"contract.{key}", path)
+        elif key in _CONTRACT_LIST_KEYS:
+            contract[key] = tuple(_str_list(value, f"contract.{key}", path))
+            continue
+        else:
+            _expect(value, dict, f"contract.{key}", path)
+            for door, index in value.items():
+                if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                    raise ConfigError(f"{path}: contract.write-doors.{door} must be a non-negative integer")
+            value = tuple(value.items())
+        contract[key] = value
+    tbo_table = table.get("tbo", {})
+    _expect(tbo_table, dict, "tbo", path)
+    _reject_unknown(tbo_table, set(_TBO_KEYS), path, "tbo")
+    for key, kind in _TBO_KEYS.items():
+        if key in tbo_table:
+            _expect(tbo_table[key], kind, f"tbo.{key}", path)
+    per_file = table.get("per-file-ignores", {})
+    _expect(per_file, dict, "per-file-ignores", path)
+    cache_dir = table.get("cache-dir", ".kvlint_cache")
+    _expect(cache_dir, str, "cache-dir", path)
+    return Config(
+        include=tuple(_str_list(table.get("include", ["."]), "include", path)),
+        exclude=tuple(_str_list(table.get("exclude", []), "exclude", path)),
+        select=tuple(_str_list(table.get("select", ["KV"]), "select", path)),
+        ignore=tuple(_str_list(table.get("ignore", []), "ignore", path)),
+        per_file_ignores=tuple(
+            (glob, tuple(_str_list(codes, f"per-file-ignores.{glob}", path))) for glob, codes in per_file.items()
+        ),
+        cache_dir=cache_dir,
+        contract=tuple(contract.items()),
+        tbo=TboConfig(
+            batch_class=tbo_table.get("batch-class", "ForwardBatch"),
+            child_builder=tbo_table.get("child-builder", "filter_batch"),
+            strict=tbo_table.get("strict", False),
+        ),
+        path=path,
+    )
+
+
+def configured_contract(config: Config) -> Contract:
+    """The contract with every explicitly configured value applied; "auto" keys keep their defaults."""
+    explicit = {key: value for key, value in config.contract if value != AUTO}
+    contract = Contract().with_overrides(explicit)
+    return replace(contract, sources=tuple((key, f"config {config.path}") for key in explicit))
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _reject_unknown(table: Mapping[str, Any], known: set[str], path: Path, section: str) -> None:
+    for key in table:
+        if key not in known:
+            where = f"[{section}]" if section else "top level"
+            raise ConfigError(f"{path}: unknown key {key!r} in {where}; known keys: {', '.join(sorted(known))}")
+
+
+def _expect(value: Any, kind: type, key: str, path: Path) -> None:
+    if not isinstance(value, kind):
+        raise ConfigError(f"{path}: {key} must be a {kind.__name__}, not {type(value).__name__}")
+
+
+def _str_list(value: Any, key: str, path: Path) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{path}: {key} must be a list of strings")
+    return list(value)

@@ -1,0 +1,85 @@
+"""The target codebase's API: the names the rules look for and the fixes write.
+
+Values come from `[tool.kvlint.contract]`; a value left at "auto" is filled in
+by `kvlint.running.learn` from the scanned tree, falling back to the seed's spelling.
+`sources` records where each value came from, for `kvlint contract`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Mapping
+
+AUTO = "auto"
+
+# The spelling of the token-major review thread; used when nothing says otherwise.
+SEED_DEFAULTS: dict[str, str] = {
+    "mark": "id_space",
+    "batch-mark": "out_cache_loc_id_space",
+    "layer-factory": "for_layer",
+    "write-loc-module": "sglang.srt.mem_cache.memory_pool",
+    "paged-helpers-module": "sglang.srt.mem_cache.layout.paged_view",
+}
+
+DEFAULT_WRITE_DOORS: dict[str, int] = {"set_kv_buffer": 1, "set_mla_kv_buffer": 1, "_set_kv_buffer": 2}
+DEFAULT_BUFFER_ACCESSORS: tuple[str, ...] = (
+    "get_key_buffer",
+    "get_value_buffer",
+    "get_kv_buffer",
+    "k_buffer",
+    "v_buffer",
+    "kv_buffer",
+)
+DEFAULT_KV_NAME_FALLBACK = r"^(k|v|kv|key|value)_cache(_raw)?$"
+
+# The paged-view helpers a tree may define, in the order fixes prefer them.
+PAGED_HELPERS: tuple[str, ...] = ("paged_view", "paged_row_view", "paged_kv_view")
+
+# Annotations in a dataclass body that declare no field (`x: ClassVar[int] = 0`).
+NOT_FIELD_ANNOTATIONS = frozenset({"ClassVar", "InitVar", "KW_ONLY"})
+
+# Keywords a write door accepts its loc under, besides the positional slot.
+LOC_KEYWORDS: tuple[str, ...] = ("loc", "loc_info")
+
+
+@dataclass(frozen=True)
+class Contract:
+    write_loc_class: str = "KVWriteLoc"
+    mark: str = SEED_DEFAULTS["mark"]
+    batch_mark: str = SEED_DEFAULTS["batch-mark"]
+    batch_factory: str = "for_batch"
+    layer_factory: str = SEED_DEFAULTS["layer-factory"]
+    write_loc_module: str = SEED_DEFAULTS["write-loc-module"]
+    # The write-loc class's fields before the mark, in order: how a fix turns
+    # positional `KVWriteLoc(loc, swa, full)` arguments into factory keywords.
+    write_loc_fields: tuple[str, ...] = ("loc", "swa_loc", "full_loc")
+    paged_helpers_module: str = SEED_DEFAULTS["paged-helpers-module"]
+    # Which of paged_view / paged_row_view / paged_kv_view the helpers module defines.
+    paged_helpers: tuple[str, ...] = PAGED_HELPERS
+    loc_attributes: tuple[str, ...] = ("out_cache_loc",)
+    write_doors: tuple[tuple[str, int], ...] = tuple(DEFAULT_WRITE_DOORS.items())
+    buffer_accessors: tuple[str, ...] = DEFAULT_BUFFER_ACCESSORS
+    kv_name_fallback: str = DEFAULT_KV_NAME_FALLBACK
+    # The batch class's field names, learned from its definition (empty: not found).
+    # KV301 reads a file only where one of them is assigned.
+    batch_fields: tuple[str, ...] = ()
+    # Where each value came from: "default", "config", or "learned from PATH:LINE".
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    @cached_property
+    def door_loc_index(self) -> Mapping[str, int]:
+        return dict(self.write_doors)
+
+    @cached_property
+    def kv_name_pattern(self) -> re.Pattern[str]:
+        return re.compile(self.kv_name_fallback)
+
+    def source_of(self, key: str) -> str:
+        return dict(self.sources).get(key, "default")
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> "Contract":
+        """A copy with config-style keys (``"mark"``, ``"batch-mark"``) replaced."""
+        changes: dict[str, Any] = {key.replace("-", "_"): value for key, value in overrides.items()}
+        return replace(self, **changes)

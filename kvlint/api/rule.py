@@ -1,0 +1,164 @@
+"""What a rule is: its identity, its documentation, its examples, and its check.
+
+A rule knows nothing of reporters, the CLI, caching or workers. It reads a
+`FileContext` and calls `ctx.report`; the engine turns those reports into
+`Finding` objects. Shared analyses (the call index, the data flow) live on the
+context and are computed once per file, whatever the number of rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, TypeVar
+
+from kvlint.api.contract import Contract
+from kvlint.api.types import Applicability, Invalid, ProjectInvalid, ProjectValid, Severity, Valid
+
+if TYPE_CHECKING:
+    # Annotations only: importing the rule base classes must not load LibCST.
+    import libcst as cst
+
+T = TypeVar("T")
+
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A fix as the rule computes it: swap `target` for `new` and add `imports`."""
+
+    target: cst.CSTNode
+    new: cst.CSTNode
+    applicability: Applicability
+    description: str
+    # (module, name) pairs the new code needs, added once with LibCST's import visitor.
+    imports: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Violation:
+    code: str
+    node: cst.CSTNode
+    message: str
+    fix: Optional[Replacement] = None
+
+
+@dataclass
+class FileContext:
+    """One parsed file, as the rules see it."""
+
+    path: str
+    module: cst.Module
+    contract: Contract
+    violations: list[Violation] = field(default_factory=list)
+    _analyses: dict[object, Any] = field(default_factory=dict)
+    current_code: str = ""
+
+    def report(self, node: cst.CSTNode, message: str, fix: Optional[Replacement] = None) -> None:
+        self.violations.append(Violation(self.current_code, node, message, fix))
+
+    def analysis(self, key: object, build: Callable[[], T]) -> T:
+        """A per-file analysis shared by every rule that asks for the same key."""
+        if key not in self._analyses:
+            self._analyses[key] = build()
+        result: T = self._analyses[key]
+        return result
+
+    def code_for(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+
+class Rule:
+    """Base class of every per-file rule.
+
+    Subclasses set the class attributes and implement `check`. The docstring
+    must have the sections in `DOC_SECTIONS`; a test enforces it, and `kvlint
+    explain` prints it.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity] = Severity.ERROR
+    fix_applicability: ClassVar[Optional[Applicability]] = None
+    VALID: ClassVar[list[Valid]] = []
+    INVALID: ClassVar[list[Invalid]] = []
+
+    @classmethod
+    def trigger_groups(cls, contract: Contract) -> tuple[tuple[str, ...], ...]:
+        """Word groups a file must contain (one word of every group) to be worth parsing.
+
+        A rule that can flag code lacking these words is a bug: a test runs
+        every INVALID example through the prefilter.
+        """
+        raise NotImplementedError
+
+    def check(self, ctx: FileContext) -> None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ProjectEdit:
+    """A project rule's fix: insert `text` as new line(s) after line `after_line` of `path`."""
+
+    path: str
+    after_line: int
+    text: str
+    applicability: Applicability
+    description: str
+
+
+@dataclass(frozen=True)
+class ProjectViolation:
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+    severity: Severity
+    # The flagged source text; part of the fingerprint, so moving lines does not change it.
+    snippet: str
+    fix: Optional[ProjectEdit] = None
+    # First line of the statement holding the flagged code, when not `line`: a suppression may sit there.
+    statement_line: Optional[int] = None
+
+
+class ProjectRule:
+    """A rule that needs facts from several files at once (e.g. KV301).
+
+    The engine calls `extract` on every parsed file that passes the rule's
+    prefilter, in whichever worker parsed it (so facts must be picklable), then
+    `finish` once with the facts of all of them. No file is parsed twice, and
+    per-file rules never know a project rule exists.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity] = Severity.ERROR
+    fix_applicability: ClassVar[Optional[Applicability]] = None
+    # Multi-file examples; `tests/test_rule_examples.py` runs them in-process.
+    VALID: ClassVar[list[ProjectValid]] = []
+    INVALID: ClassVar[list[ProjectInvalid]] = []
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+
+    @classmethod
+    def trigger_groups(cls, options: Any, contract: Contract) -> tuple[tuple[str, ...], ...]:
+        raise NotImplementedError
+
+    @classmethod
+    def whole_file_groups(cls, options: Any, contract: Contract) -> tuple[tuple[str, ...], ...]:
+        """Word groups of files `extract` must see whole.
+
+        Any other file passing `trigger_groups` is cut to the functions that
+        pass them (see `kvlint.running.fragment`). By default every file is read whole.
+        """
+        return cls.trigger_groups(options, contract)
+
+    def extract(self, ctx: FileContext) -> Any:
+        """Picklable facts about one file, or None when it holds nothing of interest."""
+        raise NotImplementedError
+
+    def finish(self, facts: dict[str, Any]) -> list[ProjectViolation]:
+        raise NotImplementedError

@@ -1,0 +1,65 @@
+"""Rule documentation for `kvlint explain`, `kvlint rules`, and the README table."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Optional
+
+from kvlint.api.contract import Contract
+from kvlint.running.registry import AnyRule, all_rules, rule_by_code
+from kvlint.api.types import ENGINE_CODES
+
+
+
+def summary(rule: AnyRule) -> str:
+    return inspect.cleandoc(rule.__doc__ or "").splitlines()[0]
+
+
+def fix_label(rule: AnyRule) -> str:
+    return rule.fix_applicability.value if rule.fix_applicability is not None else "none"
+
+
+def explain_rule(code: str) -> Optional[str]:
+    for engine in ENGINE_CODES:
+        if engine.code == code.upper():
+            return f"{engine.code} {engine.name} ({engine.severity.value})\n\n{engine.summary}"
+    rule = rule_by_code(code)
+    if rule is None:
+        return None
+    header = f"{rule.code} {rule.name} ({rule.severity.value}; fix: {fix_label(rule)})"
+    return f"{header}\n\n{inspect.cleandoc(rule.__doc__ or '')}"
+
+
+def rules_table(output_format: str = "text") -> str:
+    rows = [(e.code, e.name, e.severity.value, "none", e.summary) for e in ENGINE_CODES]
+    rows += [(r.code, r.name, r.severity.value, fix_label(r), summary(r)) for r in all_rules()]
+    if output_format == "json":
+        keys = ("code", "name", "severity", "fix", "summary")
+        return json.dumps([dict(zip(keys, row)) for row in rows], indent=2)
+    if output_format == "markdown":
+        lines = ["| code | name | severity | fix | what it flags |", "|---|---|---|---|---|"]
+        lines += [f"| {c} | {n} | {s} | {f} | {d} |" for c, n, s, f, d in rows]
+        return "\n".join(lines)
+    width = max(len(row[1]) for row in rows)
+    return "\n".join(f"{c}  {n:<{width}}  {s:<7}  {f:<6}  {d}" for c, n, s, f, d in rows)
+
+
+def contract_table(contract: Contract) -> str:
+    values = {
+        "write-loc-class": contract.write_loc_class,
+        "mark": contract.mark,
+        "batch-mark": contract.batch_mark,
+        "batch-factory": contract.batch_factory,
+        "layer-factory": contract.layer_factory,
+        "write-loc-module": contract.write_loc_module,
+        "paged-helpers-module": contract.paged_helpers_module,
+        "loc-attributes": list(contract.loc_attributes),
+        "write-doors": dict(contract.write_doors),
+        "buffer-accessors": list(contract.buffer_accessors),
+        "kv-name-fallback": contract.kv_name_fallback,
+    }
+    width = max(map(len, values))
+    return "\n".join(
+        f"{key:<{width}}  {json.dumps(value)}  ({contract.source_of(key)})" for key, value in values.items()
+    )

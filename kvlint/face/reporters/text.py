@@ -1,0 +1,75 @@
+"""Human output: findings grouped by file, the source line with the span marked."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.markup import escape
+
+from kvlint.running.engine import RunResult
+from kvlint.api.types import Finding
+
+
+def render(result: RunResult, out: TextIO, *, statistics: bool = False, quiet: bool = False, **_: Any) -> None:
+    console = Console(file=out, highlight=False, soft_wrap=True)
+    by_file: dict[str, list[Finding]] = defaultdict(list)
+    for finding in result.findings:
+        by_file[finding.path].append(finding)
+    for path, findings in by_file.items():
+        lines = _source_lines(path)
+        if not quiet:
+            console.print(f"[bold underline]{escape(path)}[/]")
+        for finding in findings:
+            style = "red" if finding.severity.value == "error" else "yellow"
+            console.print(
+                f"{escape(path)}:{finding.line}:{finding.column}: [bold {style}]{finding.code}[/] "
+                f"[dim]{finding.name}[/] {escape(finding.message)}"
+            )
+            if quiet:
+                continue
+            _print_context(console, lines, finding)
+            if finding.fix is not None:
+                console.print(
+                    f"    [green]fix ({finding.fix.applicability.value}):[/] {escape(finding.fix.description)}"
+                )
+        if not quiet:
+            console.print()
+    for error in result.errors:
+        console.print(f"{escape(error.path)}: [bold red]error:[/] {escape(error.message)}")
+    if statistics:
+        _print_statistics(console, result.findings)
+    fixable = sum(finding.fix is not None for finding in result.findings)
+    noun = "finding" if len(result.findings) == 1 else "findings"
+    console.print(
+        f"{len(result.findings)} {noun} ({fixable} fixable) in {len(by_file)} files; "
+        f"{result.files_in_scope} files in scope"
+    )
+
+
+def _source_lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _print_context(console: Console, lines: list[str], finding: Finding) -> None:
+    if not 1 <= finding.line <= len(lines):
+        return
+    text = lines[finding.line - 1].expandtabs(1)
+    start = finding.column - 1
+    end = finding.end_column - 1 if finding.end_line == finding.line else len(text)
+    width = max(1, end - start)
+    gutter = f"{finding.line:>5} | "
+    console.print(f"[dim]{gutter}[/]{escape(text)}")
+    console.print(" " * len(gutter) + " " * start + "[bold red]" + "^" * width + "[/]")
+
+
+def _print_statistics(console: Console, findings: list[Finding]) -> None:
+    counts = Counter((finding.code, finding.name) for finding in findings)
+    fixable = Counter(finding.code for finding in findings if finding.fix is not None)
+    for (code, name), count in sorted(counts.items()):
+        console.print(f"{count:>6}  {code}  {name}  ({fixable[code]} fixable)")

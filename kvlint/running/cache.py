@@ -1,0 +1,238 @@
+"""The result cache: what checking a file produced, keyed by everything it depends on.
+
+One cache file per *run key*: kvlint's version and its own source files, the
+configuration, the rule selection and options, the contract in force and the
+working directory (paths in findings are relative to it). Inside, each file's
+entry is keyed by its display path and the hash of its bytes, so editing a
+file, changing any input of the run key, or upgrading kvlint never serves a
+stale result. Project rules (KV301) are cached by the hashes of the files
+whose facts they read, and of the files their findings land in. The selected
+rules' trigger words are kept too, so a run whose changed files hold none of
+them never imports a rule.
+
+Writes go to a temp file that is renamed over the old one, so two concurrent
+runs each leave a complete cache (the last one wins). A file that cannot be
+read back (truncated, corrupt, another format) is treated as empty and
+rewritten. Only the newest `MAX_RUN_KEYS` cache files are kept.
+
+Nothing here imports LibCST: a warm run must not pay for the parser. Rule
+facts stay pickled bytes until a project rule actually has to run again. The
+cache directory is trusted like the source tree it sits in (entries are
+pickles, as for any tool cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from kvlint import __version__
+from kvlint.running.prefilter import Triggers
+from kvlint.api.types import FileOutcome, Finding
+
+# Bumped when the layout of a cache file changes.
+FORMAT = 2
+MAX_RUN_KEYS = 16
+STALE_TEMP_S = 3600
+GITIGNORE = "# Automatically created by kvlint.\n*\n"
+CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This directory is kvlint's result cache.\n"
+
+# A cached file: its content digest, its outcome (None: no selected rule's trigger
+# words, never parsed) and each project rule's facts, still pickled.
+FileEntry = tuple[bytes, Optional[FileOutcome], dict[str, bytes]]
+
+
+@dataclass(frozen=True)
+class ProjectEntry:
+    """A project rule's findings and the exact inputs they were computed from."""
+
+    inputs: bytes
+    # (path, digest) of files a finding sits in: its suppressions were read there.
+    also_read: tuple[tuple[str, bytes], ...]
+    findings: tuple[Finding, ...]
+    # (path, line, column) of the suppressions its findings used: those are not KV001.
+    used: tuple[tuple[str, int, int], ...] = ()
+
+
+@dataclass
+class _Contents:
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    project: dict[str, ProjectEntry] = field(default_factory=dict)
+    # What the selected rules look for, so a run need not import them to skip a file.
+    triggers: Optional[Triggers] = None
+
+
+def digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def dataclass_identity(value: Any) -> tuple[tuple[str, Any], ...]:
+    """Every compared field of a dataclass, so a field added later is part of the key by itself."""
+    return tuple((item.name, getattr(value, item.name)) for item in fields(value) if item.compare)
+
+
+def run_key(*parts: object) -> str:
+    """A stable name for everything besides a file's bytes that its result depends on."""
+    text = repr((FORMAT, __version__, _own_sources_identity(), parts))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _own_sources_identity() -> tuple[tuple[str, int, int], ...]:
+    """kvlint's source files by size and mtime: a rule edited in a checkout invalidates."""
+    package = Path(__file__).resolve().parent.parent
+    found = []
+    for directory, _dirs, names in os.walk(package):
+        for name in names:
+            if name.endswith(".py"):
+                info = os.stat(os.path.join(directory, name))
+                found.append((os.path.join(directory, name), info.st_size, info.st_mtime_ns))
+    return tuple(sorted(found))
+
+
+class ResultCache:
+    """One run key's cached results, loaded at the start of a run and saved at its end."""
+
+    def __init__(self, directory: Path, key: str) -> None:
+        self._directory = directory
+        self._path = directory / f"v{FORMAT}" / f"{key}.pickle"
+        self._contents = _load(self._path)
+        self._dirty = False
+
+    def file(self, path: str, content_digest: bytes) -> Optional[FileEntry]:
+        entry = self._contents.files.get(path)
+        if entry is None or entry[0] != content_digest:
+            return None
+        return entry
+
+    def store_file(
+        self, path: str, content_digest: bytes, outcome: Optional[FileOutcome], facts: dict[str, Any]
+    ) -> None:
+        pickled = {code: pickle.dumps(fact, protocol=pickle.HIGHEST_PROTOCOL) for code, fact in facts.items()}
+        self._contents.files[path] = (content_digest, outcome, pickled)
+        self._dirty = True
+
+    @property
+    def triggers(self) -> Optional[Triggers]:
+        return self._contents.triggers
+
+    def store_triggers(self, triggers: Triggers) -> None:
+        self._contents.triggers = triggers
+        self._dirty = True
+
+    def project(self, code: str, inputs: bytes, digests: dict[str, bytes]) -> Optional[ProjectEntry]:
+        entry = self._contents.project.get(code)
+        if entry is None or entry.inputs != inputs:
+            return None
+        if any(digests.get(path) != known for path, known in entry.also_read):
+            return None
+        return entry
+
+    def store_project(self, code: str, entry: ProjectEntry) -> None:
+        self._contents.project[code] = entry
+        self._dirty = True
+
+    def save(self, seen: Iterable[str]) -> None:
+        """Write the cache if anything changed, merged with what a concurrent run wrote meanwhile.
+
+        Entries for files not in this run are kept while the file still exists.
+        """
+        seen = set(seen)
+        gone = [path for path in self._contents.files if path not in seen and not os.path.exists(path)]
+        if not self._dirty and not gone:
+            _touch(self._path)
+            return
+        merged = _load(self._path)
+        for path, entry in merged.files.items():
+            if path not in seen and path not in self._contents.files and os.path.exists(path):
+                self._contents.files[path] = entry
+        self._contents.files = {
+            path: entry for path, entry in self._contents.files.items() if path in seen or os.path.exists(path)
+        }
+        try:
+            _prepare(self._directory, self._path.parent)
+            _write_atomically(self._path, pickle.dumps(self._contents, protocol=pickle.HIGHEST_PROTOCOL))
+            _prune(self._path.parent)
+        except OSError:
+            # A read-only checkout or a full disk: the run's result stands, only the cache is lost.
+            return
+
+
+def project_inputs(code: str, digests: Iterable[tuple[str, bytes]]) -> bytes:
+    """The identity of a project rule's inputs: which files gave it facts, at which content."""
+    hasher = hashlib.sha256(code.encode())
+    for path, content_digest in sorted(digests):
+        hasher.update(path.encode() + b"\0" + content_digest)
+    return hasher.digest()
+
+
+def _load(path: Path) -> _Contents:
+    try:
+        with open(path, "rb") as handle:
+            contents = pickle.load(handle)
+    except FileNotFoundError:
+        return _Contents()
+    except Exception:  # noqa: BLE001 - any unreadable cache is an empty one
+        return _Contents()
+    return contents if isinstance(contents, _Contents) else _Contents()
+
+
+def _prepare(root: Path, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in ((".gitignore", GITIGNORE), ("CACHEDIR.TAG", CACHEDIR_TAG)):
+        marker = root / name
+        if not marker.exists():
+            _write_atomically(marker, text.encode())
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        # mkstemp creates owner-only files; a cache is as readable as the tree it sits in.
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _prune(directory: Path) -> None:
+    """Keep the most recently used run keys: old selections and configs do not pile up.
+
+    A temp file older than `STALE_TEMP_S` belongs to a run that was killed mid-write.
+    """
+    entries = []
+    for entry in os.scandir(directory):
+        if entry.name.endswith(".tmp"):
+            try:
+                if time.time() - entry.stat().st_mtime > STALE_TEMP_S:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+        elif entry.name.endswith(".pickle"):
+            try:
+                entries.append((entry.stat().st_mtime_ns, entry.path))
+            except FileNotFoundError:
+                continue
+    for _mtime, path in sorted(entries, reverse=True)[MAX_RUN_KEYS:]:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue

@@ -1,0 +1,206 @@
+"""Check (and optionally fix) one file's bytes: the unit of work a worker runs.
+
+Nothing here reads the file system or prints; `engine` feeds bytes in and
+collects `FileOutcome`s. A crash inside one rule becomes an internal error for
+that file and rule, and the other rules still run.
+"""
+
+from __future__ import annotations
+
+import ast
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import libcst as cst
+
+from kvlint.analysis.locate import locate
+from kvlint.running.fragment import skeleton
+from kvlint.running.preparse import Unparsable, python_tree, too_large
+from kvlint.running.plan import CheckRequest, project_groups, rule_groups, whole_file_groups
+from kvlint.running.prefilter import passes
+from kvlint.api.rule import FileContext, Replacement, Rule, Violation
+from kvlint.running.decide import Candidate, FileDecisions, fingerprint
+from kvlint.api.types import SYNTAX_ERROR, Applicability, FileOutcome, Finding, FixInfo, RunError, Suppression, fix_allowed
+
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    outcome: FileOutcome
+    # Facts for each project rule (by code) that extracted any from this file.
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
+    oversized = too_large(data)
+    if oversized is not None:
+        return CheckResult(FileOutcome(request.path, False, errors=(RunError(request.path, oversized, unchecked=True),)))
+    tree = python_tree(data, request.path)
+    if isinstance(tree, Unparsable):
+        return _syntax_error(request.path, tree.line, tree.column, tree.message)
+    try:
+        module = cst.parse_module(_source_to_parse(request, data, tree))
+    except cst.ParserSyntaxError as exc:
+        # CPython accepted the file (`python_tree`), so this is LibCST's own limit: report its words.
+        return _syntax_error(request.path, exc.raw_line, exc.raw_column + 1, _first_line(exc.message))
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        return _syntax_error(request.path, line, 1, f"file is not valid {exc.encoding}: {exc.reason}")
+    except (SyntaxError, LookupError) as exc:
+        # LookupError: a coding cookie naming an unknown encoding.
+        return _syntax_error(request.path, getattr(exc, "lineno", None) or 1, 1, str(exc))
+    except RecursionError:
+        return _syntax_error(request.path, 1, 1, "too deeply nested to parse")
+
+    errors: list[RunError] = []
+    facts: dict[str, Any] = {}
+    for project_rule in request.project_rules:
+        ctx = FileContext(request.path, module, request.contract)
+        try:
+            extracted = project_rule.extract(ctx)
+        except Exception:  # noqa: BLE001 - isolation: one rule's crash must not stop the run
+            errors.append(_internal_error(request.path, project_rule.code))
+            continue
+        if extracted is not None:
+            facts[project_rule.code] = extracted
+
+    ctx = FileContext(request.path, module, request.contract)
+    errors.extend(_run_rules(ctx, request.rules))
+    findings, kept, open_suppressions = _to_findings(request, module, ctx.violations)
+    fixed_source: Optional[bytes] = None
+    if request.fix is not None and any(_applies(v, request.fix) for v in kept):
+        fixed_source, fix_error = _fix(request, module)
+        if fix_error is not None:
+            errors.append(fix_error)
+    outcome = FileOutcome(request.path, True, tuple(findings), tuple(errors), fixed_source, open_suppressions)
+    return CheckResult(outcome, facts)
+
+
+def _source_to_parse(request: CheckRequest, data: bytes, tree: ast.Module) -> bytes:
+    """Only the functions the rules could flag, when nothing needs the whole file.
+
+    Unused-ignore reports read every comment, fixes rewrite the file, and a
+    project rule may ask for some files whole: each of those parses all of it.
+    """
+    if request.report_unused_ignores or request.fix is not None:
+        return data
+    project_rules = request.project_rules
+    contract = request.contract
+    if any(passes(data, whole_file_groups(type(rule), rule.options, contract)) for rule in project_rules):
+        return data
+    groups = [rule_groups(rule, contract) for rule in request.rules]
+    groups += [project_groups(type(rule), rule.options, contract) for rule in project_rules]
+    cut = skeleton(data, tree, groups)
+    return data if cut is None else cut
+
+
+def _run_rules(ctx: FileContext, rules: Sequence[type[Rule]]) -> list[RunError]:
+    errors = []
+    for rule in rules:
+        ctx.current_code = rule.code
+        try:
+            rule().check(ctx)
+        except Exception:  # noqa: BLE001 - isolation: one rule's crash must not stop the run
+            ctx.violations = [v for v in ctx.violations if v.code != rule.code]
+            errors.append(_internal_error(ctx.path, rule.code))
+    return errors
+
+
+def _internal_error(path: str, code: str) -> RunError:
+    last = traceback.format_exc().strip().splitlines()[-1]
+    return RunError(path, f"internal error in rule {code}: {last}", internal=True)
+
+
+def _to_findings(
+    request: CheckRequest, module: cst.Module, violations: list[Violation]
+) -> tuple[list[Finding], list[Violation], tuple[Suppression, ...]]:
+    """Findings for the violations that survive the decisions, those violations, and the unused suppressions."""
+    violations = [v for v in violations if v.code not in request.ignored_codes]
+    need_comments = bool(violations) or request.report_unused_ignores
+    decisions = FileDecisions.for_source(request.path, request.ignored_codes, module.code if need_comments else None)
+    if not violations and not (request.report_unused_ignores and decisions.suppressions):
+        return [], [], ()
+    locations = locate(module, [v.node for v in violations])
+    rules = {rule.code: rule for rule in request.rules}
+    findings: list[Finding] = []
+    kept: list[Violation] = []
+    for violation in violations:
+        where = locations[id(violation.node)]
+        start, end = where.range.start, where.range.end
+        rule = rules[violation.code]
+        candidate = Candidate(
+            code=rule.code,
+            name=rule.name,
+            severity=rule.severity,
+            path=request.path,
+            line=start.line,
+            column=start.column + 1,
+            end_line=end.line,
+            end_column=end.column + 1,
+            message=violation.message,
+            snippet=" ".join(module.code_for_node(violation.node).split()),
+            statement_line=where.statement_line,
+            scope=where.scope,
+            fix=_fix_info(module, violation),
+        )
+        finding = decisions.admit(candidate)
+        if finding is not None:
+            findings.append(finding)
+            kept.append(violation)
+    open_suppressions = decisions.open_suppressions() if request.report_unused_ignores else ()
+    return findings, kept, open_suppressions
+
+
+def _fix_info(module: cst.Module, violation: Violation) -> Optional[FixInfo]:
+    if violation.fix is None:
+        return None
+    return FixInfo(
+        applicability=violation.fix.applicability,
+        description=violation.fix.description,
+        replacement=module.code_for_node(violation.fix.new),
+    )
+
+
+def _applies(violation: Violation, allowed: Applicability) -> bool:
+    return violation.fix is not None and fix_allowed(violation.fix.applicability, allowed)
+
+
+def fixable_replacements(request: CheckRequest, module: cst.Module) -> list[Replacement]:
+    """The fixes `request` allows on `module`, after selection and suppressions."""
+    if request.fix is None:
+        return []
+    ctx = FileContext(request.path, module, request.contract)
+    if _run_rules(ctx, request.rules):
+        return []
+    _, kept, _ = _to_findings(request, module, ctx.violations)
+    return [v.fix for v in kept if _applies(v, request.fix) and v.fix is not None]
+
+
+def _fix(request: CheckRequest, module: cst.Module) -> tuple[Optional[bytes], Optional[RunError]]:
+    """Apply fixes until none applies; the result must compile or nothing is written."""
+    # LibCST's codemod visitors are needed only by `fix`, not by a plain check.
+    from kvlint.fix import fix_until_stable
+
+    fixed, failure = fix_until_stable(module, request.path, lambda tree: fixable_replacements(request, tree))
+    return fixed, None if failure is None else RunError(request.path, failure)
+
+
+def _syntax_error(path: str, line: int, column: int, message: str) -> CheckResult:
+    finding = Finding(
+        code=SYNTAX_ERROR.code,
+        name=SYNTAX_ERROR.name,
+        severity=SYNTAX_ERROR.severity,
+        path=path,
+        line=line,
+        column=column,
+        end_line=line,
+        end_column=column,
+        message=message,
+        fingerprint=fingerprint(SYNTAX_ERROR.code, path, "", message, 1),
+    )
+    return CheckResult(FileOutcome(path, False, (finding,)))
+
+
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else "syntax error"

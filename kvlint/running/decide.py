@@ -1,0 +1,160 @@
+"""Every "is this reported?" decision, in one place.
+
+Rules return raw results; per-file rules through `ctx.report`, project rules
+from `finish`. Both become a `Candidate` (where it is, what it says) and pass
+through `FileDecisions.admit`, which applies the file's per-file ignores and
+its suppression comments (on the flagged line or on the first line of the
+statement holding it), records which suppression was used, and fingerprints
+what is left. Unused suppressions (KV001) are reported only after every rule,
+project rules included, has had its findings decided.
+
+Nothing here imports LibCST.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Optional
+
+from kvlint.running.suppression import parse_suppressions
+from kvlint.api.types import UNUSED_IGNORE, Finding, FixInfo, Severity, Suppression
+
+if TYPE_CHECKING:
+    from kvlint.api.rule import ProjectRule, ProjectViolation
+
+# (line, column) of a suppression comment: which one a finding used.
+SuppressionId = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A rule's raw result, located, before anything decided whether it is reported."""
+
+    code: str
+    name: str
+    severity: Severity
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+    # The flagged source, whitespace-normalised: part of the fingerprint.
+    snippet: str
+    # First line of the statement holding the flagged node: a suppression may sit there.
+    statement_line: int
+    # Dotted name of the enclosing classes and functions ("" at module level).
+    scope: str = ""
+    fix: Optional[FixInfo] = None
+
+
+@dataclass
+class FileDecisions:
+    """The decisions for one file: its ignored codes, its suppressions, which were used."""
+
+    path: str
+    ignored: frozenset[str] = frozenset()
+    suppressions: dict[int, list[Suppression]] = field(default_factory=dict)
+    used: set[SuppressionId] = field(default_factory=set)
+    _occurrences: dict[tuple[str, str, str], int] = field(default_factory=dict)
+
+    @classmethod
+    def for_source(cls, path: str, ignored: frozenset[str], text: Optional[str]) -> "FileDecisions":
+        """`text` None: the file's comments are not needed (nothing to suppress, nothing to report unused)."""
+        return cls(path, ignored, parse_suppressions(text) if text is not None else {})
+
+    def admit(self, candidate: Candidate) -> Optional[Finding]:
+        """The finding to report, or None when an ignore or a suppression removes it."""
+        if candidate.code in self.ignored:
+            return None
+        if self._suppressed(candidate.code, (candidate.line, candidate.statement_line)):
+            return None
+        key = (candidate.code, candidate.scope, candidate.snippet)
+        self._occurrences[key] = self._occurrences.get(key, 0) + 1
+        return Finding(
+            code=candidate.code,
+            name=candidate.name,
+            severity=candidate.severity,
+            path=candidate.path,
+            line=candidate.line,
+            column=candidate.column,
+            end_line=candidate.end_line,
+            end_column=candidate.end_column,
+            message=candidate.message,
+            fingerprint=fingerprint(candidate.code, candidate.path, candidate.scope, candidate.snippet, self._occurrences[key]),
+            fix=candidate.fix,
+        )
+
+    def _suppressed(self, code: str, lines: tuple[int, int]) -> bool:
+        for line in dict.fromkeys(lines):
+            for suppression in self.suppressions.get(line, ()):
+                if suppression.covers(code):
+                    self.used.add((suppression.line, suppression.column))
+                    return True
+        return False
+
+    def open_suppressions(self) -> tuple[Suppression, ...]:
+        """Suppressions nothing used so far that could be reported as unused."""
+        found = []
+        for _line, items in sorted(self.suppressions.items()):
+            for item in items:
+                if (item.line, item.column) in self.used or item.bare_noqa:
+                    continue
+                # A `# noqa: E501` is another tool's business; only ours can be unused here.
+                if item.codes is not None and not any(code.startswith("KV") for code in item.codes):
+                    continue
+                found.append(item)
+        return tuple(found)
+
+
+def project_candidate(rule: ProjectRule, violation: ProjectViolation) -> Candidate:
+    """A project rule's violation as a candidate: it already knows its position and snippet."""
+    fix = None
+    if violation.fix is not None:
+        fix = FixInfo(violation.fix.applicability, violation.fix.description, violation.fix.text, violation.fix.path)
+    return Candidate(
+        code=rule.code,
+        name=rule.name,
+        severity=violation.severity,
+        path=violation.path,
+        line=violation.line,
+        column=violation.column,
+        end_line=violation.end_line,
+        end_column=violation.end_column,
+        message=violation.message,
+        snippet=violation.snippet,
+        statement_line=violation.statement_line or violation.line,
+        fix=fix,
+    )
+
+
+def unused_ignores(path: str, open_suppressions: Iterable[Suppression], used: Iterable[SuppressionId] = ()) -> list[Finding]:
+    """KV001 for each suppression that stayed open after every rule, project rules included."""
+    used = set(used)
+    findings = []
+    for item in open_suppressions:
+        if (item.line, item.column) in used:
+            continue
+        codes = "" if item.codes is None else f"[{','.join(sorted(item.codes))}]"
+        findings.append(
+            Finding(
+                code=UNUSED_IGNORE.code,
+                name=UNUSED_IGNORE.name,
+                severity=UNUSED_IGNORE.severity,
+                path=path,
+                line=item.line,
+                column=item.column,
+                end_line=item.line,
+                end_column=item.column + 1,
+                message=f"suppression{codes} suppresses nothing",
+                fingerprint=fingerprint(UNUSED_IGNORE.code, path, "", codes, item.line),
+            )
+        )
+    return findings
+
+
+def fingerprint(code: str, path: str, scope: str, snippet: str, occurrence: int) -> str:
+    """Stable across unrelated edits: no line numbers, only what and where by name."""
+    text = f"{code}\0{path}\0{scope}\0{snippet}\0{occurrence}"
+    return hashlib.sha256(text.encode()).hexdigest()[:20]

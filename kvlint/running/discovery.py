@@ -1,0 +1,176 @@
+"""Which files are in scope: the given paths, minus excludes and git-ignored files.
+
+Directory walks never follow symlinked directories (no loops, nothing outside
+the tree); a symlinked file is taken only when it resolves inside the path
+that was given. Paths are reported relative to the working directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import subprocess
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+from kvlint.api.config import ConfigError
+
+# Directories no one wants linted; the same spirit as ruff's defaults.
+SKIPPED_DIRS = frozenset(
+    {
+        ".git", ".hg", ".svn", ".bzr", "__pycache__", ".tox", ".nox", ".venv", "venv",
+        ".mypy_cache", ".pytest_cache", ".ruff_cache", ".kvlint_cache", "node_modules",
+        "site-packages", ".eggs",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Scope:
+    files: tuple[Path, ...]
+    # Paths skipped for a reason the user should see (broken link, link outside the tree).
+    skipped: tuple[tuple[str, str], ...]
+
+
+def display_path(path: Path, cwd: Path) -> str:
+    try:
+        return path.relative_to(cwd).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def discover(paths: Sequence[Path], exclude: Sequence[str], exclude_root: Path) -> Scope:
+    cwd = Path.cwd()
+    found: dict[Path, None] = {}
+    skipped: list[tuple[str, str]] = []
+    for given in paths:
+        absolute = Path(os.path.abspath(given))
+        if not absolute.exists() and not absolute.is_symlink():
+            raise ConfigError(f"path does not exist: {given}")
+        if absolute.is_dir() and not absolute.is_symlink():
+            candidates = list(_walk(absolute, skipped, cwd))
+            candidates = _drop_git_ignored(absolute, candidates)
+        else:
+            # A file named explicitly is checked even if excluded by a directory rule,
+            # and even when it is a link out of the tree: the user asked for it.
+            reason = _unusable(absolute, tree=None)
+            if reason is not None:
+                skipped.append((display_path(absolute, cwd), reason))
+                continue
+            candidates = [absolute]
+        for candidate in candidates:
+            if not _excluded(candidate, exclude, exclude_root):
+                found.setdefault(candidate, None)
+    return Scope(tuple(sorted(_one_path_per_file(found))), tuple(skipped))
+
+
+def _one_path_per_file(paths: Iterable[Path]) -> list[Path]:
+    """Drop links to a file that is in scope under another path: it would be checked (and fixed) twice."""
+    chosen: dict[Path, Path] = {}
+    for path in paths:
+        target = path.resolve()
+        if target not in chosen or chosen[target].is_symlink():
+            chosen[target] = path
+    return list(chosen.values())
+
+
+def _walk(root: Path, skipped: list[tuple[str, str]], cwd: Path) -> Iterable[Path]:
+    resolved_root = root.resolve()
+    for directory, dirnames, filenames in os.walk(root, followlinks=False, onerror=None):
+        base = Path(directory)
+        kept = []
+        for name in sorted(dirnames):
+            child = base / name
+            if name in SKIPPED_DIRS or name.endswith(".egg-info"):
+                continue
+            if child.is_symlink():
+                skipped.append((display_path(child, cwd), "symlink to a directory, not followed"))
+                continue
+            if name.endswith(".py"):
+                skipped.append((display_path(child, cwd), "a directory, not a Python file"))
+            kept.append(name)
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            if not name.endswith(".py"):
+                continue
+            path = base / name
+            reason = _unusable(path, tree=resolved_root)
+            if reason is not None:
+                skipped.append((display_path(path, cwd), reason))
+                continue
+            yield path
+
+
+def _unusable(path: Path, tree: Optional[Path]) -> Optional[str]:
+    """Why `path` cannot be checked as a Python file, or None when it can.
+
+    `tree`, when given, is the resolved directory being walked: a link that
+    leaves it is not followed. Anything but a regular file is refused because
+    reading a FIFO or a device would block or never end.
+    """
+    if path.is_symlink():
+        try:
+            target = path.resolve(strict=True)
+        except FileNotFoundError:
+            return "broken symlink"
+        except RuntimeError:  # Python < 3.13 reports a symlink loop this way
+            return "symlink loop"
+        except OSError as exc:
+            return "symlink loop" if exc.errno == errno.ELOOP else f"cannot resolve symlink: {exc.strerror}"
+        if tree is not None and not target.is_relative_to(tree):
+            return "symlink pointing outside the tree, not followed"
+        if target.is_dir():
+            return "symlink to a directory, not followed"
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"cannot stat: {exc.strerror}"
+    if stat.S_ISDIR(mode):
+        return "a directory, not a Python file"
+    if not stat.S_ISREG(mode):
+        return "not a regular file"
+    return None
+
+
+def _drop_git_ignored(root: Path, candidates: list[Path]) -> list[Path]:
+    if not candidates:
+        return candidates
+    try:
+        result = subprocess.run(
+            ["git", "check-ignore", "--stdin", "-z"],
+            cwd=root,
+            input=b"\0".join(os.fsencode(path) for path in candidates),
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return candidates
+    # 0: some ignored, 1: none ignored, 128: not a git repository.
+    if result.returncode not in (0,):
+        return candidates
+    ignored = {Path(os.fsdecode(item)) for item in result.stdout.split(b"\0") if item}
+    return [path for path in candidates if path not in ignored]
+
+
+def _excluded(path: Path, patterns: Sequence[str], root: Path) -> bool:
+    if not patterns:
+        return False
+    try:
+        relative = path.relative_to(root).as_posix()
+    except ValueError:
+        relative = path.as_posix()
+    parts = relative.split("/")
+    for pattern in patterns:
+        anchored = pattern.startswith("/")
+        pattern = pattern.strip("/")
+        if "/" in pattern or anchored:
+            if fnmatch(relative, pattern) or any(
+                fnmatch("/".join(parts[:i]), pattern) for i in range(1, len(parts))
+            ):
+                return True
+        elif any(fnmatch(part, pattern) for part in parts):
+            return True
+    return False

@@ -1,0 +1,350 @@
+"""Run kvlint over a set of paths and return findings; never prints.
+
+The flow: discover files, read their bytes, learn the contract, take what the
+result cache still holds for them, prefilter the rest by the selected rules'
+trigger words, check the survivors (in worker processes when there are enough
+of them), then run the project-level rules once over the facts the workers
+extracted.
+
+LibCST and the rules are imported only when some file has to be checked
+again: a run the cache answers entirely never loads the parser.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import subprocess
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from kvlint.running.cache import ProjectEntry, ResultCache, dataclass_identity, digest, project_inputs, run_key
+from kvlint.api.config import Config, ConfigError
+from kvlint.api.contract import Contract
+from kvlint.running.discovery import discover, display_path
+from kvlint.running.learn import learn_contract
+from kvlint.running.phases import Phases, log
+from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
+from kvlint.running.selection import per_file_ignored
+from kvlint.running.decide import FileDecisions, project_candidate, unused_ignores
+from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
+from kvlint.running.workers import Progress, check_all
+
+
+@dataclass
+class RunResult:
+    files_in_scope: int
+    files_parsed: int
+    findings: list[Finding]
+    errors: list[RunError]
+    contract: Contract
+    # path -> (original bytes, fixed bytes), for `fix`.
+    fixed: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)
+    skipped: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def has_internal_error(self) -> bool:
+        return any(error.internal for error in self.errors)
+
+    @property
+    def has_unchecked_file(self) -> bool:
+        return any(error.unchecked for error in self.errors)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """One file's result, fresh or from the cache."""
+
+    # None: no selected rule's trigger words, so the file was not parsed.
+    outcome: Optional[FileOutcome]
+    facts: dict[str, Any] = field(default_factory=dict)
+    # Facts from the cache stay pickled until a project rule has to run again.
+    facts_pickled: bool = False
+
+    def fact(self, code: str) -> Any:
+        return pickle.loads(self.facts[code]) if self.facts_pickled else self.facts[code]
+
+
+def run(config: Config, options: RunOptions, progress: Optional[Progress] = None) -> RunResult:
+    phases = Phases()
+    paths = options.paths or tuple(config.root / include for include in config.include)
+    scope = discover(paths, config.exclude, config.root)
+    files = list(scope.files)
+    if options.changed is not None:
+        files = _only_changed(files, options.changed)
+    phases.done("discover", "%d files in scope, %d paths skipped", len(files), len(scope.skipped))
+    for skipped_path, reason in scope.skipped:
+        log.debug("skipped %s: %s", skipped_path, reason)
+    cwd = Path.cwd()
+    sources, read_errors = _read_all(files, cwd)
+    phases.done("read", "%d files read, %d could not be", len(sources), len(read_errors))
+    contract = learn_contract(config, sources)
+    learned = [key for key, source in contract.sources if source.startswith("learned")]
+    phases.done("contract", "learned from the tree: %s", ", ".join(learned) or "nothing")
+    by_path = {display_path(path, cwd): data for path, data in sources.items()}
+    config_paths = {display_path(path, cwd): _config_relative(path, config) for path in sources}
+    result_cache = _open_cache(config, options, contract, cwd) if options.cache else None
+    digests = {shown: digest(data) for shown, data in by_path.items()} if result_cache else {}
+
+    @cache
+    def plan() -> Plan:
+        return make_plan(config, options, contract)
+
+    checked: dict[str, _Checked] = {}
+    # Files the cache says have a fix to apply go straight to the fixing pass.
+    known_fixable: set[str] = set()
+    for shown in by_path:
+        entry = result_cache.file(shown, digests[shown]) if result_cache else None
+        if entry is None:
+            continue
+        if _has_fix_to_apply(entry[1], options.fix):
+            known_fixable.add(shown)
+        else:
+            checked[shown] = _Checked(entry[1], entry[2], facts_pickled=True)
+    misses = [shown for shown in by_path if shown not in checked]
+    if result_cache is None:
+        phases.done("cache", "off")
+    else:
+        phases.done("cache", "%d of %d files answered by the cache", len(by_path) - len(misses), len(by_path))
+    triggers = result_cache.triggers if result_cache is not None else None
+    rules_from = "kept in the cache, rules not imported"
+    if triggers is None:
+        rules_from = "rules imported"
+        triggers = plan().triggers(options)
+        if result_cache is not None:
+            result_cache.store_triggers(triggers)
+    for shown in misses:
+        checked[shown] = _Checked(None)
+    wanted = [shown for shown in misses if triggers.wanted(by_path[shown])]
+    phases.done("rules", "%d selected rules' trigger words (%s)", len(triggers.groups), rules_from)
+    phases.done(
+        "prefilter", "%d files hold a selected rule's trigger words; %d do not and are not parsed",
+        len(wanted), len(misses) - len(wanted),
+    )
+    if log.isEnabledFor(logging.DEBUG):
+        for shown in sorted(set(misses) - set(wanted)):
+            log.debug("not parsed %s: no selected rule's trigger words", shown)
+
+    def check_files(shown_paths: list[str], with_options: RunOptions) -> None:
+        work = file_requests(plan(), with_options, config, contract, shown_paths, by_path, config_paths)
+        for (request, _data), result in zip(work, check_all(work, with_options.jobs, progress)):
+            checked[request.path] = _Checked(result.outcome, result.facts)
+
+    # Fixing needs the whole file parsed; finding needs only the flaggable
+    # functions. So `fix` first checks like `check`, then parses whole only the
+    # files that have a fix to apply (a few dozen of a tree's thousands).
+    unknown = [shown for shown in wanted if shown not in known_fixable]
+    if unknown:
+        check_files(unknown, replace(options, fix=None))
+    if options.fix is not None:
+        to_fix = [
+            shown for shown in wanted
+            if shown in known_fixable or _has_fix_to_apply(checked[shown].outcome, options.fix)
+        ]
+        if to_fix:
+            check_files(to_fix, options)
+    parsed_now = sum(checked[shown].outcome is not None for shown in wanted)
+    phases.done("check", "%d files checked (%s jobs)", parsed_now, options.jobs or "all")
+    if result_cache is not None:
+        for shown in misses:
+            fresh = checked[shown]
+            if fresh.outcome is None or not fresh.outcome.errors:
+                result_cache.store_file(shown, digests[shown], _without_fix(fresh.outcome), fresh.facts)
+    # Source order, whichever results came from the cache: project rules see facts in a stable order.
+    checked = {shown: checked[shown] for shown in by_path}
+
+    findings: list[Finding] = []
+    # Skipped paths are reported so nothing leaves scope unseen, but they are not failures.
+    errors = [RunError(path, f"skipped: {reason}") for path, reason in scope.skipped] + read_errors
+    fixed: dict[str, tuple[bytes, bytes]] = {}
+    parsed = 0
+    for shown, result in checked.items():
+        outcome = result.outcome
+        if outcome is None:
+            continue
+        parsed += outcome.parsed
+        findings.extend(outcome.findings)
+        errors.extend(outcome.errors)
+        if outcome.fixed_source is not None:
+            fixed[shown] = (by_path[shown], outcome.fixed_source)
+
+    project = _Project(plan, config, config_paths, by_path, digests, result_cache, options.fix)
+    for code in triggers.project_codes:
+        produced = project.run_rule(code, checked, fixed, errors)
+        findings.extend(produced)
+        phases.done("project", "%s: %d findings (%s)", code, len(produced), project.answered_by)
+    for shown, result in checked.items():
+        if result.outcome is not None and result.outcome.open_suppressions:
+            findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project.used.get(shown, ())))
+
+    if result_cache is not None:
+        result_cache.save(by_path)
+    findings.sort(key=lambda finding: finding.sort_key)
+    phases.total("%d findings, %d errors", len(findings), len(errors))
+    errors.sort(key=lambda error: error.path)
+    return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped)
+
+
+def _open_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path) -> ResultCache:
+    key = run_key(
+        dataclass_identity(config),
+        options.select,
+        options.ignore,
+        options.report_unused_ignores,
+        options.strict_tbo,
+        dataclass_identity(contract),
+        str(cwd),
+    )
+    return ResultCache(config.root / config.cache_dir, key)
+
+
+def _has_fix_to_apply(outcome: Optional[FileOutcome], allowed: Optional[Applicability]) -> bool:
+    """For `fix`: a cached result answers only for a file with nothing to rewrite."""
+    if outcome is None or allowed is None:
+        return False
+    return any(
+        finding.fix is not None and finding.fix.path is None and fix_allowed(finding.fix.applicability, allowed)
+        for finding in outcome.findings
+    )
+
+
+def _without_fix(outcome: Optional[FileOutcome]) -> Optional[FileOutcome]:
+    return None if outcome is None else replace(outcome, fixed_source=None)
+
+
+def _read_all(files: Sequence[Path], cwd: Path) -> tuple[dict[Path, bytes], list[RunError]]:
+    sources: dict[Path, bytes] = {}
+    errors: list[RunError] = []
+    for path in files:
+        try:
+            sources[path] = path.read_bytes()
+        except FileNotFoundError:
+            errors.append(RunError(display_path(path, cwd), "file vanished before it could be read"))
+        except IsADirectoryError:
+            errors.append(RunError(display_path(path, cwd), "is a directory, not a Python file"))
+        except OSError as exc:
+            errors.append(RunError(display_path(path, cwd), f"cannot read: {exc.strerror or exc}", unchecked=True))
+    return sources, errors
+
+
+def _only_changed(files: list[Path], rev: str) -> list[Path]:
+    top = _git(["rev-parse", "--show-toplevel"], Path.cwd())
+    if top is None:
+        raise ConfigError("--changed needs a git repository")
+    root = Path(top.strip())
+    diff = _git(["diff", "--name-only", "-z", "--diff-filter=d", rev, "--"], root)
+    if diff is None:
+        raise ConfigError(f"--changed: git cannot diff against {rev!r}")
+    untracked = _git(["ls-files", "-z", "--others", "--exclude-standard"], root) or ""
+    changed = {(root / name).resolve() for name in (diff + untracked).split("\0") if name}
+    return [path for path in files if path.resolve() in changed]
+
+
+def _git(args: list[str], cwd: Path) -> Optional[str]:
+    try:
+        result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def _config_relative(path: Path, config: Config) -> str:
+    try:
+        return path.relative_to(config.root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+class _Project:
+    """Project rules: run each over the facts the files gave it, decide its findings, apply its edits."""
+
+    def __init__(
+        self,
+        plan: Callable[[], Plan],
+        config: Config,
+        config_paths: dict[str, str],
+        sources: dict[str, bytes],
+        digests: dict[str, bytes],
+        result_cache: Optional[ResultCache],
+        fix: Optional[Applicability],
+    ) -> None:
+        self._plan = plan
+        self._config = config
+        self._config_paths = config_paths
+        self._sources = sources
+        self._digests = digests
+        self._cache = result_cache
+        self._fix = fix
+        # Suppressions (line, column) that project findings used, by path: not KV001.
+        self.used: dict[str, set[tuple[int, int]]] = {}
+        # How the last rule's findings came about, for `-v`.
+        self.answered_by = ""
+
+    def run_rule(
+        self, code: str, checked: dict[str, _Checked], fixed: dict[str, tuple[bytes, bytes]], errors: list[RunError]
+    ) -> list[Finding]:
+        contributors = [shown for shown, result in checked.items() if code in result.facts]
+        digests = self._digests
+        inputs = project_inputs(code, ((shown, digests[shown]) for shown in contributors)) if self._cache else b""
+        if self._cache is not None and self._fix is None:
+            known = self._cache.project(code, inputs, digests)
+            if known is not None:
+                self.answered_by = "from the cache"
+                for path, line, column in known.used:
+                    self.used.setdefault(path, set()).add((line, column))
+                return list(known.findings)
+        project_rule = self._plan().project_rule(code)
+        self.answered_by = f"ran over the facts of {len(contributors)} files"
+        try:
+            violations = project_rule.finish({shown: checked[shown].fact(code) for shown in contributors})
+        except Exception as exc:  # noqa: BLE001 - isolation, as for per-file rules
+            errors.append(RunError("<project>", f"internal error in rule {code}: {exc!r}", internal=True))
+            return []
+        decisions: dict[str, FileDecisions] = {}
+        produced = []
+        for violation in violations:
+            if violation.path not in decisions:
+                decisions[violation.path] = self._decisions(violation.path, code)
+            finding = decisions[violation.path].admit(project_candidate(project_rule, violation))
+            if finding is None:
+                continue
+            produced.append(finding)
+            if violation.fix is not None and fix_allowed(violation.fix.applicability, self._fix):
+                _apply_project_edit(violation.fix, self._sources, fixed, errors)
+        used = tuple(sorted((path, *where) for path, decided in decisions.items() for where in decided.used))
+        for path, line, column in used:
+            self.used.setdefault(path, set()).add((line, column))
+        if self._cache is not None:
+            # A suppression comment in the file a finding sits in is an input too.
+            read = tuple(sorted({(v.path, digests[v.path]) for v in violations if v.path in digests}))
+            self._cache.store_project(code, ProjectEntry(inputs, read, tuple(produced), used))
+        return produced
+
+    def _decisions(self, path: str, code: str) -> FileDecisions:
+        data = self._sources.get(path)
+        if data is None:
+            # Out of scope (the fix target of a rule reading a wider tree): nothing to decide from.
+            return FileDecisions(path)
+        ignored = per_file_ignored(self._config_paths[path], self._config.per_file_ignores, [code])
+        return FileDecisions.for_source(path, ignored, data.decode("utf-8", errors="replace"))
+
+
+def _apply_project_edit(
+    edit: Any, sources: dict[str, bytes], fixed: dict[str, tuple[bytes, bytes]], errors: list[RunError]
+) -> None:
+    # Only a `fix` with a project rule's edit needs it, and it loads LibCST.
+    from kvlint.fix.project_edit import insert_after_line
+
+    original = sources.get(edit.path)
+    if original is None:
+        errors.append(RunError(edit.path, "fix target is not in scope; not applied"))
+        return
+    current = fixed.get(edit.path, (original, original))[1]
+    try:
+        updated = insert_after_line(current, edit.after_line, edit.text)
+    except (ValueError, SyntaxError) as exc:
+        errors.append(RunError(edit.path, f"fix not applied: {exc}"))
+        return
+    fixed[edit.path] = (original, updated)

@@ -1,0 +1,128 @@
+"""Cut a file down to the parts the rules can flag, keeping every line where it was.
+
+LibCST parses several times slower than CPython's own parser, and in a file
+worth checking most functions hold none of the rules' trigger words. The
+per-file rules look at one function at a time (their data flow never crosses
+a function boundary) plus the module's imports and the names it defines, so
+`skeleton` keeps, line for line:
+
+- every module-level statement that is not a `def` or `class` (imports above all);
+- every function or method whose text passes a rule's trigger words, whole;
+- the header of every other `def` and `class`, its body reduced to `pass`.
+
+Removed lines become empty lines, so positions in the skeleton are positions
+in the file, and a finding's line, column and fingerprint do not depend on
+whether the skeleton or the whole file was parsed. Fixes parse the whole file.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Optional, Sequence
+
+from kvlint.running.prefilter import Groups, passes
+
+# Below this share of the file, cutting pays for itself; above it, parse the file.
+WORTH_CUTTING = 0.8
+_INDENT = re.compile(rb"[ \t\f]*")
+_Def = (ast.FunctionDef, ast.AsyncFunctionDef)
+_Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def skeleton(data: bytes, tree: ast.Module, groups: Sequence[Groups]) -> Optional[bytes]:
+    """The file cut to what `groups` can flag, or None when that would not save much."""
+    lines = data.splitlines(keepends=True)
+    groups = [_with_import_aliases(group, tree) for group in groups]
+    cutter = _Cutter(lines, groups)
+    cutter.module(tree.body)
+    kept = b"".join(cutter.lines)
+    if len(kept) - kept.count(b"\n") > WORTH_CUTTING * len(data):
+        return None
+    return kept
+
+
+class _Cutter:
+    def __init__(self, lines: list[bytes], groups: Sequence[Groups]) -> None:
+        self.original = lines
+        self.lines = list(lines)
+        self.groups = groups
+
+    def module(self, body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (*_Def, ast.ClassDef)):
+                self.definition(node)
+
+    def definition(self, node: _Definition) -> None:
+        """Keep a wanted function whole; reduce anything else to its header."""
+        first_body_line = _start(node.body[0])
+        if _shares_header_line(self.original, node.body[0]):
+            return  # `def f(...): ...` or `class C: pass`: nothing to cut
+        if isinstance(node, _Def):
+            if not self._wanted(node):
+                self._blank(first_body_line, node.end_lineno or first_body_line)
+                self._pass_at(first_body_line)
+            return
+        has_definitions = False
+        for member in node.body:
+            if isinstance(member, (*_Def, ast.ClassDef)):
+                self.definition(member)
+                has_definitions = True
+            else:
+                self._blank(member.lineno, member.end_lineno or member.lineno)
+        if not has_definitions:
+            self._pass_at(first_body_line)
+
+    def _wanted(self, node: ast.stmt) -> bool:
+        text = b"".join(self.original[_start(node) - 1 : node.end_lineno])
+        return any(passes(text, group) for group in self.groups)
+
+    def _blank(self, start: int, end: int) -> None:
+        for line in range(start, end + 1):
+            self.lines[line - 1] = _newline_of(self.original[line - 1])
+
+    def _pass_at(self, line: int) -> None:
+        original = self.original[line - 1]
+        indent = _INDENT.match(original)
+        assert indent is not None
+        self.lines[line - 1] = indent.group() + b"pass" + _newline_of(original)
+
+
+def _start(node: ast.stmt) -> int:
+    decorators: list[ast.expr] = getattr(node, "decorator_list", [])
+    return min([node.lineno, *(decorator.lineno for decorator in decorators)])
+
+
+def _shares_header_line(lines: list[bytes], first: ast.stmt) -> bool:
+    """Whether the body starts on the header's last line (`def f(...) -> T: ...`)."""
+    return bool(lines[first.lineno - 1][: first.col_offset].strip())
+
+
+def _newline_of(line: bytes) -> bytes:
+    return line[len(line.rstrip(b"\r\n")) :]
+
+
+def _with_import_aliases(groups: Groups, tree: ast.Module) -> Groups:
+    """A word imported under another name (`import KVWriteLoc as WL`) also counts as that name."""
+    aliases: dict[bytes, list[bytes]] = {}
+    for node in _module_level(tree.body):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.asname:
+                    aliases.setdefault(alias.name.rsplit(".", 1)[-1].encode(), []).append(alias.asname.encode())
+    if not aliases:
+        return groups
+    return tuple(tuple(word for original in group for word in (original, *aliases.get(original, ()))) for group in groups)
+
+
+def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Module-level statements, including those inside top-level `if`/`try` blocks."""
+    found: list[ast.stmt] = []
+    for node in body:
+        found.append(node)
+        if isinstance(node, ast.If):
+            found.extend(_module_level([*node.body, *node.orelse]))
+        elif isinstance(node, ast.Try):
+            handlers = [statement for handler in node.handlers for statement in handler.body]
+            found.extend(_module_level([*node.body, *handlers, *node.orelse, *node.finalbody]))
+    return found

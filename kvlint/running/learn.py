@@ -1,0 +1,283 @@
+"""Fill the contract's "auto" values from the scanned tree.
+
+What is learned, and from where:
+
+- `mark`, `layer-factory`, `write-loc-module` (and the field order fixes use):
+  the write-loc class's own definition. A field named `id_space` or `physical`
+  is the mark; a `for_layer` classmethod means there is a layer factory; the
+  defining file's module path is where fixes import the class from.
+- `batch-mark`: the batch class's field named `<loc attribute>_...<mark>`
+  (`out_cache_loc_id_space`, `out_cache_loc_is_physical`), else the attribute
+  the class's `for_batch` reads its mark from.
+- `write-doors` (when not configured): the defaults plus every method named
+  like `set_*kv_buffer` whose definition takes a `loc`/`loc_info` parameter.
+- `paged-helpers-module` and `Contract.paged_helpers`: the module that defines
+  `paged_view` / `paged_row_view` / `paged_kv_view`, and which of them.
+
+Learning is cheap: a plain bytes test picks the few files that could define
+any of these, and only those are parsed, with the stdlib `ast` (learning needs
+names and line numbers, not LibCST's round-trip tree). Whatever is not found
+keeps the seed's spelling. Each learned value's source reads "learned from
+PATH:LINE".
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional
+
+from kvlint.api.config import Config, configured_contract
+from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, LOC_KEYWORDS, NOT_FIELD_ANNOTATIONS, PAGED_HELPERS, Contract
+from kvlint.running.discovery import display_path
+
+MARK_FIELDS = ("id_space", "physical")
+_DOOR_NAME = re.compile(r"^_?set_(\w+_)?kv_buffer$")
+_DOOR_DEF = re.compile(rb"def\s+_?set_\w*kv_buffer\s*\(")
+# Markers of a project root: a package path never climbs past one.
+_ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
+@dataclass
+class _Learned:
+    values: dict[str, object] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def set(self, key: str, value: object, path: Path, line: int) -> None:
+        self.values[key] = value
+        self.sources[key] = f"learned from {display_path(path, Path.cwd())}:{line}"
+
+
+def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
+    """The configured contract with its "auto" values learned from `sources`."""
+    contract = configured_contract(config)
+    learned = _Learned()
+    ordered = sorted(sources.items())
+    if _auto(config, "mark", "batch-mark", "layer-factory", "write-loc-module"):
+        _learn_write_loc(contract, ordered, learned)
+    if _auto(config, "batch-mark"):
+        _learn_batch_mark(contract, config, ordered, learned)
+    _learn_batch_fields(config, ordered, learned)
+    if "write-doors" not in dict(config.contract):
+        _learn_doors(ordered, learned)
+    if _auto(config, "paged-helpers-module"):
+        _learn_paged_helpers(ordered, learned)
+    values = {key: value for key, value in learned.values.items() if key in _keys_to_fill(config)}
+    changes: dict[str, Any] = {key.replace("-", "_"): value for key, value in values.items()}
+    found = {key: learned.sources[key] for key in values}
+    return replace(contract, **changes, sources=(*contract.sources, *found.items()))
+
+
+def _auto(config: Config, *keys: str) -> bool:
+    return any(config.contract_value(key) == AUTO for key in keys)
+
+
+def _keys_to_fill(config: Config) -> set[str]:
+    auto = {key for key in ("mark", "batch-mark", "layer-factory", "write-loc-module", "paged-helpers-module")
+            if config.contract_value(key) == AUTO}
+    # Learned alongside the values they belong to, never configured on their own.
+    auto |= {"write-loc-fields", "paged-helpers", "batch-fields"}
+    if "write-doors" not in dict(config.contract):
+        auto.add("write-doors")
+    return auto
+
+
+def _parsed(files: list[tuple[Path, bytes]], needle: bytes) -> Iterator[tuple[Path, ast.Module]]:
+    """The files holding `needle` that parse; the others are KV000's business, not learning's."""
+    for path, data in files:
+        if needle not in data:
+            continue
+        tree = _tree(data)
+        if tree is not None:
+            yield path, tree
+
+
+@lru_cache(maxsize=16)
+def _tree(data: bytes) -> Optional[ast.Module]:
+    # Several learners read the same defining files (the batch class, the pool).
+    try:
+        return ast.parse(data)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _learn_write_loc(contract: Contract, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
+    cls = contract.write_loc_class
+    for path, tree in _parsed(files, f"class {cls}".encode()):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name == cls:
+                fields = [
+                    stmt.target.id
+                    for stmt in node.body
+                    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                ]
+                marks = [name for name in fields if name in MARK_FIELDS]
+                if not marks:
+                    continue
+                mark = marks[0]
+                learned.set("mark", mark, path, node.lineno)
+                learned.set("write-loc-fields", tuple(f for f in fields if f != mark), path, node.lineno)
+                methods = {stmt.name for stmt in node.body if isinstance(stmt, ast.FunctionDef)}
+                layer_factory = "for_layer" if "for_layer" in methods else ""
+                learned.set("layer-factory", layer_factory, path, node.lineno)
+                learned.set("write-loc-module", module_path(path), path, node.lineno)
+                factory = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == contract.batch_factory), None)
+                if factory is not None:
+                    _mark_read_by_factory(factory, mark, path, learned)
+                return
+
+
+def _mark_read_by_factory(factory: ast.FunctionDef, mark: str, path: Path, learned: _Learned) -> None:
+    """The batch attribute `for_batch` passes as the mark: `mark=batch.ATTR` or `getattr(batch, "ATTR", ...)`."""
+    for node in ast.walk(factory):
+        if not isinstance(node, ast.keyword) or node.arg != mark:
+            continue
+        value = node.value
+        if isinstance(value, ast.Attribute):
+            learned.set("batch-mark", value.attr, path, node.lineno)
+        elif (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "getattr"
+            and len(value.args) >= 2
+            and isinstance(value.args[1], ast.Constant)
+            and isinstance(value.args[1].value, str)
+        ):
+            learned.set("batch-mark", value.args[1].value, path, node.lineno)
+
+
+def _learn_batch_mark(contract: Contract, config: Config, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
+    mark = str(learned.values.get("mark", contract.mark))
+    batch_class = config.tbo.batch_class
+    for path, tree in _parsed(files, f"class {batch_class}".encode()):
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ClassDef) and node.name == batch_class):
+                continue
+            for stmt in node.body:
+                if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+                    continue
+                name = stmt.target.id
+                if name.endswith(mark) and any(name.startswith(f"{loc}_") for loc in contract.loc_attributes):
+                    learned.set("batch-mark", name, path, stmt.lineno)
+                    return
+
+
+def _learn_batch_fields(config: Config, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
+    """The batch class's dataclass fields, its bases' included, `ClassVar`s and `InitVar`s left out (as KV301 reads them)."""
+    found = _class_def(config.tbo.batch_class, files)
+    if found is None:
+        return
+    path, batch = found
+    names: dict[str, None] = {}
+    pending, seen = [batch], {batch.name}
+    while pending:
+        klass = pending.pop(0)
+        names.update(dict.fromkeys(_field_names(klass)))
+        for base in klass.bases:
+            base_name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
+            if base_name is None or base_name in seen:
+                continue
+            seen.add(base_name)
+            base_found = _class_def(base_name, files)
+            if base_found is not None:
+                pending.append(base_found[1])
+    learned.set("batch-fields", tuple(names), path, batch.lineno)
+
+
+def _class_def(name: str, files: list[tuple[Path, bytes]]) -> Optional[tuple[Path, ast.ClassDef]]:
+    for path, tree in _parsed(files, f"class {name}".encode()):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return path, node
+    return None
+
+
+def _field_names(klass: ast.ClassDef) -> list[str]:
+    names = []
+    for stmt in klass.body:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+            continue
+        annotation = stmt.annotation.value if isinstance(stmt.annotation, ast.Subscript) else stmt.annotation
+        spelled = annotation.attr if isinstance(annotation, ast.Attribute) else getattr(annotation, "id", None)
+        if spelled not in NOT_FIELD_ANNOTATIONS:
+            names.append(stmt.target.id)
+    return names
+
+
+def _learn_doors(files: list[tuple[Path, bytes]], learned: _Learned) -> None:
+    doors = dict(DEFAULT_WRITE_DOORS)
+    first: Optional[tuple[Path, int]] = None
+    found = 0
+    for path, data in files:
+        if not _DOOR_DEF.search(data):
+            continue
+        for tree_path, tree in _parsed([(path, data)], b"kv_buffer"):
+            for klass in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+                for method in klass.body:
+                    if not (isinstance(method, ast.FunctionDef) and _DOOR_NAME.match(method.name)):
+                        continue
+                    index = _loc_index(method)
+                    if index is None or method.name in doors:
+                        continue
+                    doors[method.name] = index
+                    found += 1
+                    first = first or (tree_path, method.lineno)
+    if first is not None:
+        learned.set("write-doors", tuple(doors.items()), *first)
+        if found > 1:
+            learned.sources["write-doors"] += f" (and {found - 1} more)"
+
+
+def _loc_index(method: ast.FunctionDef) -> Optional[int]:
+    """The loc parameter's position among the call's arguments (`self` not counted)."""
+    params = [*method.args.posonlyargs, *method.args.args]
+    if params and params[0].arg in ("self", "cls"):
+        params = params[1:]
+    for position, param in enumerate(params):
+        if param.arg in LOC_KEYWORDS:
+            return position
+    return None
+
+
+def _learn_paged_helpers(files: list[tuple[Path, bytes]], learned: _Learned) -> None:
+    best: Optional[tuple[int, str, Path, int, tuple[str, ...]]] = None
+    for path, tree in _parsed(files, b"def paged_"):
+        defined = {
+            node.name: node.lineno for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in PAGED_HELPERS
+        }
+        if not defined:
+            continue
+        helpers = tuple(name for name in PAGED_HELPERS if name in defined)
+        line = min(defined.values())
+        # The module defining the most helpers wins; then the shortest path, for a stable answer.
+        candidate = (-len(helpers), str(path), path, line, helpers)
+        if best is None or candidate[:2] < best[:2]:
+            best = candidate
+    if best is not None:
+        _, _, path, line, helpers = best
+        learned.set("paged-helpers-module", module_path(path), path, line)
+        learned.set("paged-helpers", helpers, path, line)
+
+
+def module_path(path: Path) -> str:
+    """The dotted module a file is imported as.
+
+    Climbs while the directory names are identifiers, up to the topmost one
+    holding an `__init__.py` (wheels such as sglang's leave `__init__.py` out of
+    some subpackages, so the nearest one is not enough), never past a project
+    root. A file in no package is its own top-level module.
+    """
+    path = path.resolve()
+    parts = [] if path.stem == "__init__" else [path.stem]
+    chain: list[str] = []
+    top = 0
+    directory = path.parent
+    while directory.name.isidentifier() and not any((directory / marker).exists() for marker in _ROOT_MARKERS):
+        chain.append(directory.name)
+        if (directory / "__init__.py").exists():
+            top = len(chain)
+        directory = directory.parent
+    return ".".join([*reversed(chain[:top]), *parts]) or path.parent.name

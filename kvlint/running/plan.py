@@ -1,0 +1,205 @@
+"""What a run will do: the selected rules, their trigger words, and one check request per file.
+
+`kvlint check`, `kvlint fix` and the `codemods/` commands all build their
+requests here, so the three honour the same selection, `ignore` and
+`per-file-ignores`.
+
+Nothing here imports LibCST at module level: the engine needs `RunOptions`
+and `CheckRequest` on every run, a plan only when some file is checked again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional, Sequence
+
+from kvlint.api.config import Config, TboConfig, load_config
+from kvlint.api.contract import Contract
+from kvlint.running.prefilter import Groups, Triggers, encode_groups, passes
+from kvlint.running.selection import per_file_ignored, select_codes
+from kvlint.running.suppression import SUPPRESSION_WORDS
+from kvlint.api.types import Applicability
+
+from kvlint.api.rule import ProjectRule, Rule
+from kvlint.running.discovery import discover
+from kvlint.running.learn import learn_contract
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    paths: tuple[Path, ...] = ()
+    select: Optional[tuple[str, ...]] = None
+    ignore: tuple[str, ...] = ()
+    fix: Optional[Applicability] = None
+    jobs: Optional[int] = None
+    changed: Optional[str] = None
+    report_unused_ignores: bool = False
+    strict_tbo: bool = False
+    # Read and write the result cache (the CLI's default; off for library callers).
+    cache: bool = False
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """Everything a worker needs to check one file; picklable."""
+
+    path: str
+    rules: tuple[type[Rule], ...]
+    contract: Contract
+    # Codes the file's per-file-ignores remove.
+    ignored_codes: frozenset[str] = frozenset()
+    report_unused_ignores: bool = False
+    # None for `check`; the highest applicability to apply for `fix`.
+    fix: Optional[Applicability] = None
+    project_rules: tuple[ProjectRule, ...] = ()
+
+
+# Encoded trigger words by (rule class, options, contract): a worker encodes each once.
+_ENCODED: dict[tuple[object, ...], Groups] = {}
+
+
+def rule_groups(rule: type[Rule], contract: Contract) -> Groups:
+    """A per-file rule's trigger words as the prefilter tests them; the one place they are encoded."""
+    key = ("file", rule, contract)
+    if key not in _ENCODED:
+        _ENCODED[key] = encode_groups(rule.trigger_groups(contract))
+    return _ENCODED[key]
+
+
+def project_groups(rule: type[ProjectRule], options: TboConfig, contract: Contract) -> Groups:
+    key = ("project", rule, options, contract)
+    if key not in _ENCODED:
+        _ENCODED[key] = encode_groups(rule.trigger_groups(options, contract))
+    return _ENCODED[key]
+
+
+def whole_file_groups(rule: type[ProjectRule], options: TboConfig, contract: Contract) -> Groups:
+    key = ("whole", rule, options, contract)
+    if key not in _ENCODED:
+        _ENCODED[key] = encode_groups(rule.whole_file_groups(options, contract))
+    return _ENCODED[key]
+
+
+@dataclass(frozen=True)
+class Plan:
+    rules: tuple[type[Rule], ...]
+    project_rules: tuple[ProjectRule, ...]
+    rule_groups: tuple[Groups, ...]
+    project_groups: tuple[Groups, ...]
+    # Words that make a file worth reading for its suppression comments alone (KV001).
+    extra_words: tuple[bytes, ...]
+
+    def project_rule(self, code: str) -> ProjectRule:
+        return next(rule for rule in self.project_rules if rule.code == code)
+
+    def triggers(self, options: RunOptions) -> Triggers:
+        return Triggers(
+            groups=(*self.rule_groups, *self.project_groups),
+            comment_words=self.extra_words if options.report_unused_ignores else (),
+            project_codes=tuple(rule.code for rule in self.project_rules),
+        )
+
+
+def make_plan(config: Config, options: RunOptions, contract: Contract) -> Plan:
+    # The registry imports every rule, and the rules LibCST: only a run that checks a file pays for it.
+    from kvlint.running.registry import all_codes, all_rules
+
+    select = options.select if options.select is not None else config.select
+    ignore = (*config.ignore, *options.ignore) if options.select is None else options.ignore
+    codes = set(select_codes(all_codes(), select, ignore))
+    rules = tuple(rule for rule in all_rules() if rule.code in codes and issubclass(rule, Rule))
+    tbo_options = replace(config.tbo, strict=config.tbo.strict or options.strict_tbo)
+    project_rules = tuple(
+        rule(tbo_options) for rule in all_rules() if rule.code in codes and issubclass(rule, ProjectRule)
+    )
+    extra = tuple(word.encode() for word in SUPPRESSION_WORDS) if "KV001" in codes else ()
+    return Plan(
+        rules=rules,
+        project_rules=project_rules,
+        rule_groups=tuple(rule_groups(rule, contract) for rule in rules),
+        project_groups=tuple(project_groups(type(rule), rule.options, contract) for rule in project_rules),
+        extra_words=extra,
+    )
+
+
+def file_requests(
+    plan: Plan,
+    options: RunOptions,
+    config: Config,
+    contract: Contract,
+    paths: Sequence[str],
+    sources: dict[str, bytes],
+    config_paths: dict[str, str],
+) -> list[tuple[CheckRequest, bytes]]:
+    """A check request for each of `paths` that some selected rule's trigger words make worth parsing."""
+    # As in `make_plan`: the registry loads the rules and LibCST.
+    from kvlint.running.registry import all_codes
+
+    work: list[tuple[CheckRequest, bytes]] = []
+    for shown in paths:
+        data = sources[shown]
+        rules = tuple(rule for rule, groups in zip(plan.rules, plan.rule_groups) if passes(data, groups))
+        project_rules = tuple(
+            rule for rule, groups in zip(plan.project_rules, plan.project_groups) if passes(data, groups)
+        )
+        wants_comments = options.report_unused_ignores and any(word in data for word in plan.extra_words)
+        if not rules and not project_rules and not wants_comments:
+            continue
+        request = CheckRequest(
+            path=shown,
+            rules=rules,
+            contract=contract,
+            ignored_codes=per_file_ignored(config_paths[shown], config.per_file_ignores, all_codes()),
+            report_unused_ignores=options.report_unused_ignores,
+            fix=options.fix,
+            project_rules=project_rules,
+        )
+        work.append((request, data))
+    return work
+
+
+def codemod_request(path: str, codes: tuple[str, ...]) -> CheckRequest:
+    """What `kvlint fix` would apply to `path`, limited to `codes` (all when empty).
+
+    The configuration is the one `kvlint fix` would find from the working
+    directory: its `select`, `ignore` and `per-file-ignores` apply, and its
+    contract is learned from its configured `include`.
+    """
+    # As in `make_plan`: the registry loads the rules and LibCST.
+    from kvlint.running.registry import all_codes
+
+    config = load_config(start=Path.cwd())
+    selected = set(select_codes(all_codes(), config.select, config.ignore))
+    if codes:
+        selected &= set(codes)
+    options = RunOptions(select=tuple(sorted(selected)), fix=Applicability.SAFE)
+    contract = _learned_contract(config, str(Path.cwd()))
+    plan = make_plan(config, options, contract)
+    absolute = Path(path).resolve()
+    shown = _relative(absolute, Path.cwd().resolve())
+    ignored = per_file_ignored(_relative(absolute, config.root.resolve()), config.per_file_ignores, all_codes())
+    return CheckRequest(path=shown, rules=plan.rules, contract=contract, ignored_codes=ignored, fix=options.fix)
+
+
+@lru_cache(maxsize=4)
+def _learned_contract(config: Config, cwd: str) -> Contract:
+    """The contract `kvlint check` would learn here, once per process (LibCST runs one per worker)."""
+    scope = discover([config.root / include for include in config.include], config.exclude, config.root)
+    sources: dict[Path, bytes] = {}
+    for file in scope.files:
+        try:
+            sources[file] = file.read_bytes()
+        except OSError:
+            # Unreadable files are reported by `kvlint check`; learning just skips them.
+            continue
+    return learn_contract(config, sources)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+

@@ -1,0 +1,109 @@
+"""Check many files, in worker processes when there are enough of them.
+
+Results come back in the order of the requests, whatever order the workers
+finish in. A file whose check raises becomes that file's internal error. A
+worker that dies outright (a crash in native code, the OOM killer) breaks the
+whole pool and fails every unfinished file with it; those files are re-run,
+one worker at a time, until the file that kills a worker is found and
+reported alone, so the rest of the run still gets its results.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Callable, Optional
+
+from kvlint.api.types import FileOutcome, RunError
+
+if TYPE_CHECKING:
+    from kvlint.running.checker import CheckResult
+    from kvlint.running.plan import CheckRequest
+
+# Below this many files to parse, worker start-up costs more than it saves.
+MIN_FILES_FOR_WORKERS = 8
+
+Progress = Callable[[int, int], None]
+Work = tuple["CheckRequest", bytes]
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def check_all(work: list[Work], jobs: Optional[int], progress: Optional[Progress] = None) -> list[CheckResult]:
+    total = len(work)
+    workers = jobs if jobs is not None else default_jobs()
+    if workers <= 1 or total < MIN_FILES_FOR_WORKERS:
+        results = []
+        for done, (request, data) in enumerate(work, 1):
+            results.append(check_guarded(request, data))
+            if progress:
+                progress(done, total)
+        return results
+    slots: list[Optional[CheckResult]] = [None] * total
+    finished = 0
+
+    def tick() -> None:
+        nonlocal finished
+        finished += 1
+        if progress:
+            progress(finished, total)
+
+    # Largest files first, so one big file does not finish last on its own.
+    pending = sorted(range(total), key=lambda i: -len(work[i][1]))
+    isolating = False
+    while pending:
+        broken = _run_pool(work, pending, 1 if isolating else min(workers, len(pending)), slots, tick)
+        if broken and isolating:
+            # One worker, files in submission order: the first broken one killed it.
+            culprit, broken = broken[0], broken[1:]
+            slots[culprit] = _failed(work[culprit][0].path, "the worker process died while checking this file")
+            tick()
+        # After a break, isolate until the culprit is found, then go back to full speed.
+        isolating = bool(broken) and not isolating
+        pending = broken
+    return [slot for slot in slots if slot is not None]
+
+
+def _run_pool(
+    work: list[Work], indices: list[int], workers: int, slots: list[Optional[CheckResult]], tick: Callable[[], None]
+) -> list[int]:
+    """Fill `slots` for `indices`; return the indices lost to a broken pool, in submission order."""
+    broken: list[int] = []
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(check_guarded, *work[i]): i for i in indices}
+        for future in as_completed(futures):
+            index = futures[future]
+            try:
+                slots[index] = future.result()
+            except BrokenProcessPool:
+                broken.append(index)
+                continue
+            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be pickled back
+                slots[index] = _failed(work[index][0].path, f"worker failed: {exc!r}")
+            tick()
+    order = {index: position for position, index in enumerate(indices)}
+    return sorted(broken, key=order.__getitem__)
+
+
+def check_guarded(request: CheckRequest, data: bytes) -> CheckResult:
+    # Imported here: the checker pulls in LibCST, which a fully cached run never needs.
+    from kvlint.running.checker import check_bytes
+
+    try:
+        return check_bytes(request, data)
+    except Exception as exc:  # noqa: BLE001 - anything unexpected is this file's internal error
+        return _failed(request.path, repr(exc))
+
+
+def _failed(path: str, why: str) -> CheckResult:
+    # As in `check_guarded`: the checker module loads LibCST.
+    from kvlint.running.checker import CheckResult
+
+    return CheckResult(FileOutcome(path, False, errors=(RunError(path, f"internal error: {why}", internal=True),)))
