@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import pytest
+from corpus import CorpusCheck, CorpusRoundTrip, kvlint_json, round_trip, sglang_srt_or_skip
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -24,3 +25,24 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("NO_COLOR", "1")
+
+
+@pytest.fixture(scope="session")
+def srt() -> Path:
+    """The real `sglang/srt` tree (downloaded once per machine), or a skip saying why not."""
+    return sglang_srt_or_skip()
+
+
+@pytest.fixture(scope="session")
+def srt_round_trip(srt: Path, tmp_path_factory: pytest.TempPathFactory) -> CorpusRoundTrip:
+    """The session's one round trip over the real tree; its `first` is the cold check."""
+    return round_trip(srt, tmp_path_factory.mktemp("srt-round-trip") / "srt")
+
+
+@pytest.fixture(scope="session")
+def srt_whole_check(srt: Path, tmp_path_factory: pytest.TempPathFactory) -> CorpusCheck:
+    """A cold check that parses every file whole (as --report-unused-ignores must),
+    of the untouched tree: its paths read as the round trip's."""
+    config = tmp_path_factory.mktemp("srt-whole") / "kvlint.toml"
+    config.write_text("")
+    return kvlint_json(srt, "--jobs", "2", "--no-cache", "--report-unused-ignores", "--config", str(config), ".")

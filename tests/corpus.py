@@ -41,12 +41,14 @@ From a bench script, which must not skip but say why it cannot run::
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 SRT_PREFIX = "sglang/srt/"
@@ -55,6 +57,65 @@ COMPLETE_MARKER = ".complete"
 DOWNLOAD_TIMEOUT_S = 600
 # The release whose findings the corpus tests have judged.
 SGLANG_VERSION = "0.5.23"
+
+
+@dataclass(frozen=True)
+class CorpusCheck:
+    """One `kvlint check --format json` of the real sglang/srt."""
+
+    result: subprocess.CompletedProcess
+    report: dict
+
+
+@dataclass(frozen=True)
+class CorpusRoundTrip:
+    """check, fix --unsafe, fix --unsafe again, check again, through the real
+    command line with its cache, on a copy of sglang/srt: the user's flow.
+
+    Shared by the corpus tests of a session, since a whole-tree run costs tens
+    of seconds here: `first` is the cold check of the untouched tree."""
+
+    tree: Path
+    before: dict
+    first: CorpusCheck
+    fix: subprocess.CompletedProcess
+    after_fix: dict
+    refix: subprocess.CompletedProcess
+    after_refix: dict
+    last: CorpusCheck
+
+
+def kvlint_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """The real command line, as a user runs it, in `cwd`."""
+    return subprocess.run(
+        [sys.executable, "-m", "kvlint", *args], cwd=cwd, capture_output=True, text=True, timeout=900
+    )
+
+
+def kvlint_json(cwd: Path, *args: str) -> CorpusCheck:
+    """`kvlint check --format json ARGS` in `cwd`, which must exit 0 or 1."""
+    result = kvlint_cli(cwd, "check", "--format", "json", *args)
+    if result.returncode not in (0, 1):
+        raise AssertionError(f"kvlint check {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
+    return CorpusCheck(result, json.loads(result.stdout))
+
+
+def python_files(root: Path) -> dict[str, bytes]:
+    return {path.relative_to(root).as_posix(): path.read_bytes() for path in sorted(root.rglob("*.py"))}
+
+
+def round_trip(source: Path, tree: Path) -> CorpusRoundTrip:
+    """The round trip on a fresh copy of `source` at `tree` (with an empty kvlint.toml)."""
+    shutil.copytree(source, tree)
+    (tree / "kvlint.toml").write_text("")
+    before = python_files(tree)
+    first = kvlint_json(tree, "--jobs", "2", ".")
+    fix = kvlint_cli(tree, "fix", "--unsafe", "--jobs", "2", ".")
+    after_fix = python_files(tree)
+    refix = kvlint_cli(tree, "fix", "--unsafe", "--jobs", "2", ".")
+    after_refix = python_files(tree)
+    last = kvlint_json(tree, "--jobs", "2", ".")
+    return CorpusRoundTrip(tree, before, first, fix, after_fix, refix, after_refix, last)
 
 
 class CorpusUnavailable(RuntimeError):

@@ -272,4 +272,4 @@ def test_real_subprocess_exit_codes(tree: Path, entry: list[str]) -> None:
     assert result.returncode == 1 and json.loads(result.stdout)["findings"][0]["code"] == "KV101"
     result = run("check", "nope.py")
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert run("--version").stdout.startswith("kvlint, version ")
+    assert run("--version").stdout.startswith("kvlint 0.1.0 (distribution kvlint-tokenmajor)")

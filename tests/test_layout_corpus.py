@@ -8,14 +8,10 @@ kept `.view(-1, page_size, ...)`.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import libcst as cst
 import pytest
-from corpus import sglang_srt_or_skip
+from corpus import CorpusRoundTrip
 
-from kvlint.api.config import Config
-from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.analysis.index import callee_name
 from kvlint.api.contract import PAGED_HELPERS
 
@@ -29,31 +25,28 @@ MIGRATED = (
 )
 
 
-@pytest.fixture(scope="module")
-def layout_run() -> tuple[Path, RunResult]:
-    srt = sglang_srt_or_skip()
-    return srt, run(Config(), RunOptions(paths=(srt,), select=("KV2",)))
+def layout_findings(srt_round_trip: CorpusRoundTrip) -> list[dict]:
+    return [finding for finding in srt_round_trip.first.report["findings"] if finding["code"].startswith("KV2")]
 
 
 @pytest.mark.corpus
-def test_layout_rules_run_over_the_whole_tree_without_errors(layout_run: tuple[Path, RunResult]) -> None:
-    _, result = layout_run
-    assert result.errors == []
-    assert result.files_in_scope > 2000
+def test_layout_rules_run_over_the_whole_tree_without_errors(srt_round_trip: CorpusRoundTrip) -> None:
+    assert srt_round_trip.first.report["errors"] == []
+    assert srt_round_trip.first.report["files_in_scope"] > 2000
+    assert layout_findings(srt_round_trip)
 
 
 @pytest.mark.corpus
-def test_backends_upstream_migrated_to_paged_view_are_clean(layout_run: tuple[Path, RunResult]) -> None:
-    srt, result = layout_run
-    flagged = {Path(finding.path).resolve().relative_to(srt.resolve()).as_posix() for finding in result.findings}
+def test_backends_upstream_migrated_to_paged_view_are_clean(srt_round_trip: CorpusRoundTrip) -> None:
+    flagged = {finding["path"] for finding in layout_findings(srt_round_trip)}
+    assert all(path in srt_round_trip.before for path in MIGRATED)
     assert flagged.isdisjoint(MIGRATED)
 
 
 @pytest.mark.corpus
-def test_every_kv201_fix_is_a_paged_helper_call_that_parses(layout_run: tuple[Path, RunResult]) -> None:
-    _, result = layout_run
-    fixes = [finding.fix for finding in result.findings if finding.code == "KV201" and finding.fix is not None]
+def test_every_kv201_fix_is_a_paged_helper_call_that_parses(srt_round_trip: CorpusRoundTrip) -> None:
+    fixes = [f["fix"] for f in layout_findings(srt_round_trip) if f["code"] == "KV201" and f["fix"] is not None]
     assert fixes
     for fix in fixes:
-        call = cst.parse_expression(fix.replacement)
-        assert isinstance(call, cst.Call) and callee_name(call) in PAGED_HELPERS, fix.replacement
+        call = cst.parse_expression(fix["replacement"])
+        assert isinstance(call, cst.Call) and callee_name(call) in PAGED_HELPERS, fix["replacement"]
