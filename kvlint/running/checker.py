@@ -21,6 +21,7 @@ from kvlint.running.plan import CheckRequest, project_groups, rule_groups, whole
 from kvlint.running.prefilter import passes
 from kvlint.api.rule import FileContext, Replacement, Rule, Violation
 from kvlint.running.decide import Candidate, FileDecisions, fingerprint
+from kvlint.running.suppression import parse_suppressions
 from kvlint.api.types import SYNTAX_ERROR, Applicability, FileOutcome, Finding, FixInfo, RunError, Suppression, fix_allowed
 
 
@@ -70,7 +71,7 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     findings, kept, open_suppressions = _to_findings(request, module, ctx.violations)
     fixed_source: Optional[bytes] = None
     if request.fix is not None and any(_applies(v, request.fix) for v in kept):
-        fixed_source, fix_error = _fix(request, module)
+        fixed_source, fix_error = _fix(request, module, may_suppress=bool(parse_suppressions(module.code)))
         if fix_error is not None:
             errors.append(fix_error)
     outcome = FileOutcome(request.path, True, tuple(findings), tuple(errors), fixed_source, open_suppressions)
@@ -166,23 +167,37 @@ def _applies(violation: Violation, allowed: Applicability) -> bool:
     return violation.fix is not None and fix_allowed(violation.fix.applicability, allowed)
 
 
-def fixable_replacements(request: CheckRequest, module: cst.Module) -> list[Replacement]:
-    """The fixes `request` allows on `module`, after selection and suppressions."""
+def fixable_replacements(
+    request: CheckRequest, module: cst.Module, may_suppress: bool = True
+) -> list[Replacement]:
+    """The fixes `request` allows on `module`, after selection and suppressions.
+
+    `may_suppress` False: the caller knows the source has no suppression comment.
+    """
     if request.fix is None:
         return []
     ctx = FileContext(request.path, module, request.contract)
     if _run_rules(ctx, request.rules):
         return []
-    _, kept, _ = _to_findings(request, module, ctx.violations)
+    violations = [v for v in ctx.violations if v.code not in request.ignored_codes]
+    if not may_suppress:
+        # Nothing can suppress a violation, so every one is kept: no positions
+        # needed, and those cost a metadata pass over each flagged class.
+        kept = violations
+    else:
+        _, kept, _ = _to_findings(request, module, violations)
     return [v.fix for v in kept if _applies(v, request.fix) and v.fix is not None]
 
 
-def _fix(request: CheckRequest, module: cst.Module) -> tuple[Optional[bytes], Optional[RunError]]:
+def _fix(request: CheckRequest, module: cst.Module, may_suppress: bool) -> tuple[Optional[bytes], Optional[RunError]]:
     """Apply fixes until none applies; the result must compile or nothing is written."""
     # LibCST's codemod visitors are needed only by `fix`, not by a plain check.
     from kvlint.fix import fix_until_stable
 
-    fixed, failure = fix_until_stable(module, request.path, lambda tree: fixable_replacements(request, tree))
+    # Fixes add no comments, so a source without suppressions stays without them.
+    fixed, failure = fix_until_stable(
+        module, request.path, lambda tree: fixable_replacements(request, tree, may_suppress)
+    )
     return fixed, None if failure is None else RunError(request.path, failure)
 
 
