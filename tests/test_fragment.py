@@ -95,8 +95,10 @@ def _same_findings_as_whole_file(path: Path, display: str) -> None:
     if not rules:
         return
     request = CheckRequest(path=display, rules=rules, contract=Contract())
-    whole = CheckRequest(path=display, rules=rules, contract=Contract(), fix=Applicability.SAFE)
-    assert check_bytes(request, data).outcome.findings == check_bytes(whole, data).outcome.findings, display
+    # Reporting unused suppressions reads every comment, so it parses the file whole.
+    whole = CheckRequest(path=display, rules=rules, contract=Contract(), report_unused_ignores=True)
+    whole_findings = tuple(f for f in check_bytes(whole, data).outcome.findings if f.code != "KV001")
+    assert check_bytes(request, data).outcome.findings == whole_findings, display
 
 
 def test_examples_give_the_same_findings_cut_or_whole() -> None:
