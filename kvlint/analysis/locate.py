@@ -1,9 +1,11 @@
 """Where flagged nodes are: positions, enclosing statement and scope.
 
 Only files with at least one violation pay for this, and only for the
-top-level statements that hold a flagged node: LibCST's position and parent
-metadata cost a full pass each, so they run on a one-statement module, and
-the lines of the statements before it are counted from their generated code.
+top-level statements that hold a flagged node: LibCST's position metadata
+costs a code-generation pass, so it runs on a one-statement module, and the
+lines of the statements before it are counted from their generated code.
+Parents come from our own walk of that statement: LibCST's parent provider
+is a visitor pass of its own, which cost more than the positions.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from kvlint.analysis.walk import code_children
 
@@ -49,12 +51,23 @@ def _subtree(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(code_children(node))
 
 
+def _parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
+    parents: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in code_children(node):
+            parents[child] = node
+            stack.append(child)
+    return parents
+
+
 def _locate_in(
     module: cst.Module, statement: cst.BaseStatement, nodes: list[cst.CSTNode], lines_before: int
 ) -> dict[int, Location]:
     alone = module.with_changes(body=[statement], header=[], footer=[])
-    wrapper = MetadataWrapper(alone, unsafe_skip_copy=True)
-    positions, parents = wrapper.resolve(PositionProvider), wrapper.resolve(ParentNodeProvider)
+    positions = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+    parents = _parents(statement)
 
     def shifted(code_range: CodeRange) -> CodeRange:
         start, end = code_range.start, code_range.end
