@@ -71,6 +71,9 @@ class FixInfo:
     replacement: str
     # Set when the edit lands in another file than the finding (project rules).
     path: Optional[str] = None
+    # A project rule's edit inserts `replacement` after this line of `path`
+    # (SARIF fixes and the language server need where; the JSON report does not carry it).
+    after_line: Optional[int] = None
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {

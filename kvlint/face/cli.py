@@ -259,8 +259,9 @@ def _check(**kwargs: Any) -> int:
     )
     if known is not None:
         result.findings = without_baselined(result.findings, known)
+    fixes = _sarif_fixes(result, kwargs) if kwargs["output_format"] == "sarif" else None
     get_reporter(kwargs["output_format"])(
-        result, sys.stdout, statistics=kwargs["statistics"], quiet=kwargs["quiet"]
+        result, sys.stdout, statistics=kwargs["statistics"], quiet=kwargs["quiet"], fixes=fixes
     )
     if kwargs["min_files"] is not None and result.files_in_scope < kwargs["min_files"]:
         click.echo(
@@ -273,6 +274,19 @@ def _check(**kwargs: Any) -> int:
     if (result.findings or result.has_unchecked_file) and not kwargs["exit_zero"]:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _sarif_fixes(result: Any, kwargs: dict[str, Any]) -> Any:
+    """Each reported finding's fix as edits, for SARIF `fixes`: re-parses only the files that have one."""
+    # As in `_run`: the run machinery loads only for commands that run.
+    from kvlint.running.fix_edits import run_fixes
+    from kvlint.running.plan import RunOptions
+
+    options = RunOptions(
+        select=kwargs["select"], ignore=kwargs["ignore"] or (), strict_tbo=kwargs["strict_tbo"],
+        report_unused_ignores=kwargs["report_unused_ignores"],
+    )
+    return run_fixes(load_config(kwargs["config_file"]), options, result.contract, result.findings)
 
 
 def _fix(**kwargs: Any) -> int:

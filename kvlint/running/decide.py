@@ -112,7 +112,8 @@ def project_candidate(rule: ProjectRule, violation: ProjectViolation) -> Candida
     """A project rule's violation as a candidate: it already knows its position and snippet."""
     fix = None
     if violation.fix is not None:
-        fix = FixInfo(violation.fix.applicability, violation.fix.description, violation.fix.text, violation.fix.path)
+        edit = violation.fix
+        fix = FixInfo(edit.applicability, edit.description, edit.text, edit.path, edit.after_line)
     return Candidate(
         code=rule.code,
         name=rule.name,

@@ -1,19 +1,27 @@
-"""`--format sarif`: SARIF 2.1.0, one run, one result per finding."""
+"""`--format sarif`: SARIF 2.1.0, one run, one result per finding.
+
+A finding with a fix carries it as a SARIF `fix`: `artifactChanges` whose
+`replacements` give the deleted region and the inserted content, computed by
+`kvlint.running.fix_edits` (the fix applied alone, imports included), and the
+fix's applicability (safe or unsafe) leading its description.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any, TextIO
+from typing import Any, Mapping, Optional, TextIO
 
 from kvlint import __version__
 from kvlint.running.engine import RunResult
 from kvlint.running.registry import all_rules
 from kvlint.api.types import ENGINE_CODES
+from kvlint.running.fix_edits import FindingFix, FindingKey, finding_key
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def as_object(result: RunResult) -> dict[str, Any]:
+def as_object(result: RunResult, fixes: Optional[Mapping[FindingKey, FindingFix]] = None) -> dict[str, Any]:
+    """The SARIF log; `fixes` (by finding) become each result's `fixes`."""
     rules: list[dict[str, Any]] = [
         {
             "id": engine.code,
@@ -57,6 +65,9 @@ def as_object(result: RunResult) -> dict[str, Any]:
         }
         if finding.fix is not None:
             item["properties"] = {"fix": finding.fix.to_json()}
+            known = (fixes or {}).get(finding_key(finding))
+            if known is not None:
+                item["fixes"] = [sarif_fix(known)]
         results.append(item)
     notifications = [
         {"level": "error", "message": {"text": f"{error.path}: {error.message}"}} for error in result.errors
@@ -74,6 +85,32 @@ def as_object(result: RunResult) -> dict[str, Any]:
     }
 
 
-def render(result: RunResult, out: TextIO, **_: Any) -> None:
-    json.dump(as_object(result), out, indent=2)
+def sarif_fix(fix: FindingFix) -> dict[str, Any]:
+    return {
+        "description": {"text": f"{fix.applicability.value} fix: {fix.description}"},
+        "artifactChanges": [
+            {
+                "artifactLocation": {"uri": fix.path},
+                "replacements": [
+                    {
+                        "deletedRegion": {
+                            "startLine": edit.start_line,
+                            "startColumn": edit.start_column,
+                            "endLine": edit.end_line,
+                            "endColumn": edit.end_column,
+                        },
+                        "insertedContent": {"text": edit.new_text},
+                    }
+                    for edit in fix.edits
+                ],
+            }
+        ],
+        "properties": {"applicability": fix.applicability.value},
+    }
+
+
+def render(
+    result: RunResult, out: TextIO, fixes: Optional[Mapping[FindingKey, FindingFix]] = None, **_: Any
+) -> None:
+    json.dump(as_object(result, fixes), out, indent=2)
     out.write("\n")
