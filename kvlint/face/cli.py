@@ -151,6 +151,16 @@ def contract(paths: tuple[Path, ...], config_file: Optional[Path]) -> None:
     _guarded(show)
 
 
+@main.command()
+@click.option("--stdio", is_flag=True, help="Talk over stdin/stdout (the default and only transport).")
+def server(stdio: bool) -> None:
+    """Run the language server (LSP over stdio) for editors: diagnostics, quick fixes, hover."""
+    # The server loads pygls and the rules: only this command pays for them.
+    from kvlint.face.server import serve
+
+    serve()
+
+
 def _guarded(action: Callable[[], int]) -> None:
     """User mistakes become one line and exit 2; only genuine bugs show a traceback."""
     try:

@@ -103,8 +103,8 @@ def apply_edits(text: str, edits: Iterable[TextEdit]) -> str:
     return result
 
 
-def file_fixes(request: CheckRequest, data: bytes) -> dict[FindingKey, FindingFix]:
-    """The fix of every finding `request` reports in `data` that has one, as edits.
+def file_fixes(request: CheckRequest, data: bytes, only: Optional[FindingKey] = None) -> dict[FindingKey, FindingFix]:
+    """The fix of every finding `request` reports in `data` that has one, as edits (`only`: that finding's).
 
     The request's `fix` must be set: its applicability bounds which fixes are
     returned (UNSAFE: all of them). A fix whose rewrite would not compile is
@@ -131,6 +131,8 @@ def file_fixes(request: CheckRequest, data: bytes) -> dict[FindingKey, FindingFi
     for finding, violation in zip(findings, kept):
         fix = violation.fix
         if fix is None or (fix.applicability is Applicability.UNSAFE and request.fix is Applicability.SAFE):
+            continue
+        if only is not None and finding_key(finding) != only:
             continue
         try:
             updated = apply_replacements(module, [fix], request.path)

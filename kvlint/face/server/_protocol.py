@@ -1,0 +1,332 @@
+"""The language server: documents in, diagnostics, code actions and hovers out.
+
+All checking happens on one worker thread, in `kvlint.running.live.Workspace`,
+so the event loop keeps reading the client's messages. A change schedules a
+check after a short pause (`DEBOUNCE_S`); a newer change cancels it, and a
+result whose document changed meanwhile is dropped, so after an edit storm
+only the final text's diagnostics are published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, TypeVar
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
+from pygls.workspace.position_codec import PositionCodec
+
+from kvlint import __version__
+from kvlint.api.types import Finding, RunError
+from kvlint.face.docs import explain_rule
+from kvlint.face.server._convert import (
+    FIX_ALL_KIND,
+    diagnostic,
+    fix_title,
+    ignore_edit,
+    key_of,
+    text_edit,
+    workspace_edit,
+)
+from kvlint.running.fix_edits import finding_key, project_fix, text_edits
+from kvlint.running.live import FileCheck, Workspace
+
+log = logging.getLogger("kvlint.server")
+T = TypeVar("T")
+
+# Seconds of quiet after a change before the document is checked.
+DEBOUNCE_S = 0.05
+
+
+class KvlintServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("kvlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.state: Optional[Workspace] = None
+        self._ready: Optional[asyncio.Future[Workspace]] = None
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvlint-check")
+        self._pending: dict[str, asyncio.Task[None]] = {}
+        # Per open document (by path as `kvlint check` shows it): its last check and the text checked.
+        self.live: dict[str, FileCheck] = {}
+        self.texts: dict[str, bytes] = {}
+        self.uris: dict[str, str] = {}
+        # Project findings last published, by path.
+        self.project: dict[str, list[Finding]] = {}
+
+    async def on_worker(self, function: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._worker, function)
+
+    async def workspace_state(self) -> Workspace:
+        if self._ready is None:
+            self._ready = asyncio.ensure_future(self._load())
+        return await asyncio.shield(self._ready)
+
+    async def _load(self) -> Workspace:
+        root = Path(self.workspace.root_path or os.getcwd())
+        # `[tool.kvlint]` is found from the root, and `kvlint check` run there shows
+        # paths relative to it: the server works where that command would run.
+        os.chdir(root)
+        state = await self.on_worker(lambda: Workspace(root))
+        self.state = state
+        asyncio.ensure_future(self._read_facts(state))
+        return state
+
+    async def _read_facts(self, state: Workspace) -> None:
+        """Project facts one file at a time, so checks of open documents slip in between."""
+        while state.unread_facts:
+            await self.on_worker(state.read_facts)
+        await self.publish_project(state, force=True)
+
+    def client_resolves(self) -> bool:
+        """Whether the client asks for a code action's edit only when it is chosen."""
+        text = self.client_capabilities.text_document
+        action = text.code_action if text is not None else None
+        support = action.resolve_support if action is not None else None
+        return support is not None and "edit" in support.properties
+
+    def log_errors(self, errors: Sequence[RunError]) -> None:
+        for error in errors:
+            kind = types.MessageType.Error if error.internal else types.MessageType.Warning
+            self.window_log_message(types.LogMessageParams(type=kind, message=f"kvlint: {error.path}: {error.message}"))
+
+    def shown(self, state: Workspace, uri: str) -> Optional[str]:
+        path = to_fs_path(uri)
+        if path is None or not path.endswith(".py"):
+            return None
+        return state.shown(Path(path))
+
+    def schedule(self, uri: str, delay: float) -> None:
+        pending = self._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        self._pending[uri] = asyncio.ensure_future(self._check_later(uri, delay))
+
+    async def _check_later(self, uri: str, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        state = await self.workspace_state()
+        document = self.workspace.get_text_document(uri)
+        shown = self.shown(state, uri)
+        if shown is None or not await self.on_worker(lambda: state.in_scope(Path(document.path))):
+            return
+        version, data = document.version, document.source.encode("utf-8")
+        checked = await self.on_worker(lambda: state.check(shown, data))
+        if self.workspace.get_text_document(uri).version != version:
+            return  # a newer change has its own check scheduled
+        self.live[shown], self.texts[shown], self.uris[shown] = checked, data, uri
+        self.log_errors(checked.errors)
+        await self.publish_project(state, also=shown)
+
+    async def publish_project(self, state: Workspace, force: bool = False, also: Optional[str] = None) -> None:
+        """Project findings; publish every file whose diagnostics changed.
+
+        A file's project findings come from the saved content of every other
+        file and its own current text: an unsaved edit elsewhere changes
+        nothing here until it is saved.
+        """
+        live, texts = dict(self.live), dict(self.texts)
+
+        def compute() -> tuple[dict[str, list[Finding]], list[RunError]]:
+            base = state.project({}, {})
+            found = dict(base.findings)
+            for shown, checked in live.items():
+                if texts[shown] != state.saved.get(shown):
+                    own = state.project({shown: checked}, {shown: texts[shown]})
+                    found[shown] = own.findings.get(shown, [])
+            return {shown: findings for shown, findings in found.items() if findings}, base.errors
+
+        findings, errors = await self.on_worker(compute)
+        self.log_errors(errors)
+        before, self.project = self.project, findings
+        for shown in sorted(set(before) | set(findings) | ({also} if also else set())):
+            if force or shown == also or before.get(shown) != findings.get(shown):
+                self.publish(state, shown)
+
+    def publish(self, state: Workspace, shown: str) -> None:
+        uri = self.uris.get(shown) or from_fs_path(str(state.root / shown)) or shown
+        findings = [*(self.live[shown].findings if shown in self.live else ()), *self.project.get(shown, ())]
+        findings.sort(key=lambda finding: finding.sort_key)
+        codec, lines = self.lines_of(state, shown)
+        version = self.workspace.get_text_document(uri).version if shown in self.live else None
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(
+                uri=uri, version=version, diagnostics=[diagnostic(finding, codec, lines) for finding in findings]
+            )
+        )
+
+    def lines_of(self, state: Workspace, shown: str) -> tuple[PositionCodec, Sequence[str]]:
+        data = self.texts.get(shown, state.saved.get(shown, b""))
+        codec = self.workspace.position_codec
+        return codec, data.decode("utf-8", errors="replace").splitlines(keepends=True)
+
+    def forget(self, uri: str) -> None:
+        pending = self._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        for shown, known in list(self.uris.items()):
+            if known == uri:
+                del self.uris[shown], self.live[shown], self.texts[shown]
+                if self.state is not None and shown not in self.project:
+                    self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+async def initialized(ls: KvlintServer, _params: types.InitializedParams) -> None:
+    await ls.workspace_state()
+
+
+def did_open(ls: KvlintServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.schedule(params.text_document.uri, 0)
+
+
+def did_change(ls: KvlintServer, params: types.DidChangeTextDocumentParams) -> None:
+    ls.schedule(params.text_document.uri, DEBOUNCE_S)
+
+
+async def did_save(ls: KvlintServer, params: types.DidSaveTextDocumentParams) -> None:
+    state = await ls.workspace_state()
+    uri = params.text_document.uri
+    shown = ls.shown(state, uri)
+    if shown is None:
+        return
+    text = params.text if params.text is not None else ls.workspace.get_text_document(uri).source
+    await ls.on_worker(lambda: state.save(shown, text.encode("utf-8")))
+    ls.schedule(uri, 0)
+
+
+def did_close(ls: KvlintServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.forget(params.text_document.uri)
+
+
+def hover(ls: KvlintServer, params: types.HoverParams) -> Optional[types.Hover]:
+    state = ls.state
+    shown = ls.shown(state, params.text_document.uri) if state is not None else None
+    if state is None or shown is None:
+        return None
+    codec, lines = ls.lines_of(state, shown)
+    here = (params.position.line, params.position.character)
+    for finding in [*(ls.live[shown].findings if shown in ls.live else ()), *ls.project.get(shown, ())]:
+        found = diagnostic(finding, codec, lines).range
+        if (found.start.line, found.start.character) <= here <= (found.end.line, found.end.character):
+            text = explain_rule(finding.code)
+            if text is not None:
+                return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.PlainText, value=text), range=found)
+    return None
+
+
+def code_action(ls: KvlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    state = ls.state
+    uri = params.text_document.uri
+    shown = ls.shown(state, uri) if state is not None else None
+    if state is None or shown is None or shown not in ls.live:
+        return []
+    only = params.context.only
+    actions: list[types.CodeAction] = []
+    version = ls.workspace.get_text_document(uri).version
+    if not only or any(kind.startswith(types.CodeActionKind.QuickFix) for kind in only):
+        actions += _quick_fixes(ls, state, shown, uri, version, params.context.diagnostics)
+    if not only or any(FIX_ALL_KIND.startswith(kind) for kind in only):
+        actions.append(
+            types.CodeAction(
+                title="kvlint: fix all safe findings in this file",
+                kind=FIX_ALL_KIND,
+                data={"uri": uri, "version": version, "fix_all": True},
+            )
+        )
+    if not ls.client_resolves():
+        actions = [resolve(ls, action) for action in actions]
+    return actions
+
+
+def _quick_fixes(
+    ls: KvlintServer, state: Workspace, shown: str, uri: str, version: Optional[int], diagnostics: Sequence[types.Diagnostic]
+) -> list[types.CodeAction]:
+    codec, lines = ls.lines_of(state, shown)
+    actions = []
+    for diag in diagnostics:
+        key = key_of(diag)
+        if key is None:
+            continue
+        fix = diag.data.get("fix") if isinstance(diag.data, dict) else None
+        code = key[1]
+        if fix is not None:
+            label = "" if fix["applicability"] == "safe" else " (unsafe)"
+            actions.append(
+                types.CodeAction(
+                    title=f"kvlint {code}: {fix['description']}{label}",
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diag],
+                    is_preferred=fix["applicability"] == "safe",
+                    data={"uri": uri, "version": version, "key": list(key)},
+                )
+            )
+        line = key[2]
+        line_text = lines[line - 1] if 0 < line <= len(lines) else ""
+        edit = ignore_edit(code, line_text, line)
+        target = ls.uris.get(key[0]) or uri
+        actions.append(
+            types.CodeAction(
+                title=f"kvlint {code}: add `# kvlint: ignore[{code}]` on line {line}",
+                kind=types.CodeActionKind.QuickFix,
+                diagnostics=[diag],
+                edit=types.WorkspaceEdit(changes={target: [text_edit(edit, codec, lines)]}),
+            )
+        )
+    return actions
+
+
+def resolve(ls: KvlintServer, action: types.CodeAction) -> types.CodeAction:
+    """Compute a fix's edit when it is chosen: each one re-parses the whole file."""
+    data: Any = action.data
+    state = ls.state
+    if action.edit is not None or not isinstance(data, dict) or state is None:
+        return action
+    uri = data["uri"]
+    document = ls.workspace.get_text_document(uri)
+    shown = ls.shown(state, uri)
+    if shown is None or document.version != data.get("version"):
+        return action
+    text = document.source
+    source = text.encode("utf-8")
+    codec, lines = ls.workspace.position_codec, document.lines
+    if data.get("fix_all"):
+        fixed = state.fix_all(shown, source)
+        if fixed is not None:
+            action.edit = workspace_edit(uri, text_edits(text, fixed.decode("utf-8")), codec, lines)
+        return action
+    path, code, line, column, end_line, end_column = data["key"]
+    key = (path, code, line, column, end_line, end_column)
+    found = next((project_fix(f) for f in ls.project.get(shown, ()) if finding_key(f) == key), None)
+    if found is None:
+        found = state.fix(shown, source, key)
+    if found is not None:
+        target_uri = uri if found.path == shown else (ls.uris.get(found.path) or from_fs_path(str(state.root / found.path)))
+        _, target_lines = ls.lines_of(state, found.path) if found.path != shown else (codec, lines)
+        action.edit = workspace_edit(target_uri or uri, found.edits, codec, target_lines)
+        action.title = fix_title(code, found)
+    return action
+
+
+def build_server() -> KvlintServer:
+    """A server with every handler registered."""
+    server = KvlintServer()
+    action_options = types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll, FIX_ALL_KIND],
+        resolve_provider=True,
+    )
+    handlers: list[tuple[str, Callable[..., Any], Any]] = [
+        (types.INITIALIZED, initialized, None),
+        (types.TEXT_DOCUMENT_DID_OPEN, did_open, None),
+        (types.TEXT_DOCUMENT_DID_CHANGE, did_change, None),
+        (types.TEXT_DOCUMENT_DID_SAVE, did_save, types.SaveOptions(include_text=True)),
+        (types.TEXT_DOCUMENT_DID_CLOSE, did_close, None),
+        (types.TEXT_DOCUMENT_HOVER, hover, None),
+        (types.TEXT_DOCUMENT_CODE_ACTION, code_action, action_options),
+        (types.CODE_ACTION_RESOLVE, resolve, None),
+    ]
+    for method, handler, options in handlers:
+        server.feature(method, options)(handler)
+    return server

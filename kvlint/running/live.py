@@ -1,0 +1,208 @@
+"""A workspace held in memory, checked one file's text at a time: the language server's engine.
+
+`kvlint check` reads every file from disk on each run; an editor asks again
+after every keystroke, about text that is not saved. A `Workspace` is loaded
+once from its root, as `kvlint check` run there would see it: the
+`[tool.kvlint]` configuration found from the root, the files of its
+`include`, the contract learned from them, and the facts each file gives the
+project rules (KV301). Then `check` takes one file's current text and returns
+exactly the findings `kvlint check` would report for that content, in that
+file and, for the project rules, in the others (a KV301 sits in the batch
+file even when the builder file changed).
+
+Project facts of the other files are their saved content: `saved` replaces a
+file's facts after a save, and the findings of every file are recomputed
+from there. Like the engine, this decides nothing itself: the checker, the
+plan and `FileDecisions` do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from kvlint.api.config import Config, load_config
+from kvlint.api.contract import Contract
+from kvlint.api.types import Applicability, Finding, RunError
+from kvlint.running.decide import FileDecisions, project_candidate
+from kvlint.running.discovery import discover, display_path
+from kvlint.running.fix_edits import FindingFix, FindingKey, file_fixes
+from kvlint.running.learn import learn_contract
+from kvlint.running.plan import CheckRequest, Plan, RunOptions, file_requests, make_plan
+from kvlint.running.selection import per_file_ignored
+
+
+@dataclass
+class FileCheck:
+    """One file's text checked: its own findings, errors (internal ones included) and project facts."""
+
+    path: str
+    findings: list[Finding]
+    errors: list[RunError]
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ProjectResult:
+    """Project rules' findings by path, and the errors of rules that crashed."""
+
+    findings: dict[str, list[Finding]]
+    errors: list[RunError]
+
+
+class Workspace:
+    """The files of one root, their contract and project facts; checks a file's text against them."""
+
+    def __init__(self, root: Path, config: Optional[Config] = None) -> None:
+        self.root = root.resolve()
+        self.config = config if config is not None else load_config(start=self.root)
+        self.options = RunOptions()
+        scope = discover([self.config.root / include for include in self.config.include], self.config.exclude, self.config.root)
+        sources: dict[Path, bytes] = {}
+        for path in scope.files:
+            try:
+                sources[path] = path.read_bytes()
+            except OSError:
+                continue
+        self.contract: Contract = learn_contract(self.config, sources)
+        self.plan: Plan = make_plan(self.config, self.options, self.contract)
+        # The saved bytes of the files in scope, by path as `kvlint check` run at the root shows them.
+        self.saved: dict[str, bytes] = {self.shown(path): data for path, data in sources.items()}
+        self._in_scope = set(self.saved)
+        # Project facts by path, from the saved bytes; read one file at a time (`read_facts`),
+        # so a server can answer edits in between.
+        self.facts: dict[str, dict[str, Any]] = {}
+        self._project_codes = tuple(rule.code for rule in self.plan.project_rules)
+        self.unread_facts: list[str] = list(self.saved) if self._project_codes else []
+
+    def read_facts(self) -> None:
+        """Read the project facts of the next saved file that has not given them yet."""
+        shown = self.unread_facts.pop()
+        data = self.saved[shown]
+        request = self._request(shown, data, project_only=True)
+        if request is not None:
+            self.facts[shown] = self._check_request(request, data).facts
+
+    def read_all_facts(self) -> None:
+        while self.unread_facts:
+            self.read_facts()
+
+    def shown(self, path: Path) -> str:
+        """`path` as `kvlint check` run at the root reports it."""
+        return display_path(path.resolve(), self.root)
+
+    def in_scope(self, path: Path) -> bool:
+        """Whether `kvlint check` at the root checks `path`: in `include`, or given alone and not excluded."""
+        if self.shown(path) in self._in_scope:
+            return True
+        return bool(discover([path], self.config.exclude, self.config.root).files)
+
+    def _request(self, shown: str, data: bytes, project_only: bool = False, fix: Optional[Applicability] = None) -> Optional[CheckRequest]:
+        options = RunOptions(fix=fix)
+        config_path = _config_relative(self.root / shown, self.config)
+        work = file_requests(self.plan, options, self.config, self.contract, [shown], {shown: data}, {shown: config_path})
+        if not work:
+            return None
+        request = work[0][0]
+        if project_only:
+            if not request.project_rules:
+                return None
+            request = CheckRequest(
+                path=request.path, rules=(), contract=request.contract, ignored_codes=request.ignored_codes,
+                project_rules=request.project_rules,
+            )
+        return request
+
+    def _check_request(self, request: CheckRequest, data: bytes) -> FileCheck:
+        # The checker loads LibCST and the rules: a workspace checks files, so it always needs them.
+        from kvlint.running.checker import check_bytes
+
+        result = check_bytes(request, data)
+        outcome = result.outcome
+        return FileCheck(request.path, list(outcome.findings), list(outcome.errors), result.facts)
+
+    def check(self, shown: str, data: bytes) -> FileCheck:
+        """The per-file rules' findings in `data`, the text of `shown`, and its project facts."""
+        request = self._request(shown, data)
+        if request is None:
+            return FileCheck(shown, [], [])
+        return self._check_request(request, data)
+
+    def project(self, live: dict[str, FileCheck], texts: dict[str, bytes]) -> ProjectResult:
+        """Project rules over the saved files' facts, with `live` files' facts in their place.
+
+        `texts` are the current texts of open files (their suppression comments
+        decide); other files are read as saved. Until every file's facts are
+        read (`unread_facts` empty) the project rules have not seen the whole
+        workspace, and report nothing.
+        """
+        if self.unread_facts:
+            return ProjectResult({}, [])
+        facts = dict(self.facts)
+        for shown, checked in live.items():
+            if checked.facts:
+                facts[shown] = checked.facts
+            else:
+                facts.pop(shown, None)
+        found: dict[str, list[Finding]] = {}
+        errors: list[RunError] = []
+        for rule in self.plan.project_rules:
+            contributors = {shown: by_code[rule.code] for shown, by_code in facts.items() if rule.code in by_code}
+            try:
+                violations = rule.finish(contributors)
+            except Exception as exc:  # noqa: BLE001 - isolation, as in the engine
+                errors.append(RunError("<project>", f"internal error in rule {rule.code}: {exc!r}", internal=True))
+                continue
+            decisions: dict[str, FileDecisions] = {}
+            for violation in violations:
+                if violation.path not in decisions:
+                    decisions[violation.path] = self._decisions(violation.path, rule.code, texts)
+                finding = decisions[violation.path].admit(project_candidate(rule, violation))
+                if finding is not None:
+                    found.setdefault(finding.path, []).append(finding)
+        for findings in found.values():
+            findings.sort(key=lambda finding: finding.sort_key)
+        return ProjectResult(found, errors)
+
+    def _decisions(self, shown: str, code: str, texts: dict[str, bytes]) -> FileDecisions:
+        data = texts.get(shown, self.saved.get(shown))
+        if data is None:
+            return FileDecisions(shown)
+        ignored = per_file_ignored(_config_relative(self.root / shown, self.config), self.config.per_file_ignores, [code])
+        return FileDecisions.for_source(shown, ignored, data.decode("utf-8", errors="replace"))
+
+    def save(self, shown: str, data: bytes) -> None:
+        """`shown` was saved with `data`: its facts now count for every other file."""
+        if shown not in self._in_scope and not self.in_scope(self.root / shown):
+            return
+        self.saved[shown] = data
+        request = self._request(shown, data, project_only=True) if self._project_codes else None
+        if shown in self.unread_facts:
+            self.unread_facts.remove(shown)
+        if request is None:
+            self.facts.pop(shown, None)
+        else:
+            self.facts[shown] = self._check_request(request, data).facts
+
+    def fix(self, shown: str, data: bytes, key: FindingKey) -> Optional[FindingFix]:
+        """The fix (safe or unsafe) of the finding `key` in `data`, as edits; None when it has none."""
+        request = self._request(shown, data, fix=Applicability.UNSAFE)
+        return None if request is None else file_fixes(request, data, only=key).get(key)
+
+    def fix_all(self, shown: str, data: bytes) -> Optional[bytes]:
+        """What `kvlint fix` (safe fixes) writes for `data`, or None when it changes nothing."""
+        request = self._request(shown, data, fix=Applicability.SAFE)
+        if request is None:
+            return None
+        # As in `_check_request`.
+        from kvlint.running.checker import check_bytes
+
+        return check_bytes(request, data).outcome.fixed_source
+
+
+def _config_relative(path: Path, config: Config) -> str:
+    try:
+        return path.resolve().relative_to(config.root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()

@@ -1,0 +1,305 @@
+"""`kvlint server` end to end: a real LSP client (pygls') talks to `python -m kvlint server` over stdio.
+
+Each scenario starts one server on a small tree and compares what the editor
+sees with what `kvlint check` / `kvlint fix` say for the same text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Optional
+
+from click.testing import CliRunner
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+from pygls.uris import from_fs_path
+
+from kvlint.cli import main
+from kvlint.running.registry import rule_by_code
+
+CONFIG = '[contract]\nwrite-loc-module = "runtime_shim"\npaged-helpers-module = "runtime_shim.paged"\n'
+KV101_AND_KV201 = (
+    "def write(pool, layer, fb, k, v):\n"
+    "    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
+    "\n\n"
+    "def decode(self, pool, layer):\n"
+    "    k_cache, v_cache = pool.get_kv_buffer(layer.layer_id)\n"
+    "    k_cache = k_cache.view(-1, self.page_size, layer.tp_k_head_num, layer.head_dim)\n"
+    "    return k_cache\n"
+)
+TIMEOUT = 60.0
+
+
+class Session:
+    """One server process and the client talking to it."""
+
+    def __init__(self, root: Path, command: tuple[str, ...] = ("-m", "kvlint", "server")) -> None:
+        self.root = root
+        self.command = command
+        self.client = LanguageClient("kvlint-test", "1")
+        self.diagnostics: dict[str, list[types.PublishDiagnosticsParams]] = {}
+        self.logs: list[str] = []
+        self.versions: dict[str, int] = {}
+
+        @self.client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def _diagnostics(params: types.PublishDiagnosticsParams) -> None:
+            self.diagnostics.setdefault(params.uri, []).append(params)
+
+        @self.client.feature(types.WINDOW_LOG_MESSAGE)
+        def _log(params: types.LogMessageParams) -> None:
+            self.logs.append(params.message)
+
+    async def start(self) -> None:
+        await self.client.start_io(sys.executable, *self.command, cwd=str(self.root))
+        capabilities = types.ClientCapabilities(
+            text_document=types.TextDocumentClientCapabilities(
+                code_action=types.CodeActionClientCapabilities(
+                    resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"])
+                )
+            )
+        )
+        await self.client.initialize_async(
+            types.InitializeParams(capabilities=capabilities, root_uri=from_fs_path(str(self.root)))
+        )
+        self.client.initialized(types.InitializedParams())
+
+    async def stop(self) -> None:
+        await self.client.shutdown_async(None)
+        self.client.exit(None)
+        await self.client.stop()
+
+    def uri(self, name: str) -> str:
+        uri = from_fs_path(str(self.root / name))
+        assert uri is not None
+        return uri
+
+    def open(self, name: str, text: Optional[str] = None) -> None:
+        self.versions[name] = 1
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(self.uri(name), "python", 1, text if text is not None else (self.root / name).read_text())
+            )
+        )
+
+    def change(self, name: str, text: str) -> int:
+        self.versions[name] += 1
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(uri=self.uri(name), version=self.versions[name]),
+                [types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
+        return self.versions[name]
+
+    def save(self, name: str, text: str) -> None:
+        (self.root / name).write_text(text)
+        self.client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(self.uri(name)), text))
+
+    async def until(self, condition: Callable[[], Any], what: str) -> Any:
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                return value
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {what}; logs: {self.logs}")
+
+    async def published(self, name: str, count: int = 1) -> list[types.Diagnostic]:
+        """The latest diagnostics of `name` once at least `count` publications arrived."""
+        uri = self.uri(name)
+        await self.until(lambda: len(self.diagnostics.get(uri, [])) >= count, f"{count} publications for {name}")
+        return self.diagnostics[uri][-1].diagnostics
+
+    def publications(self, name: str) -> int:
+        return len(self.diagnostics.get(self.uri(name), []))
+
+
+def run_session(root: Path, scenario: Callable[[Session], Awaitable[None]], *command: str) -> None:
+    async def body() -> None:
+        session = Session(root, *([command] if command else []))
+        await session.start()
+        try:
+            await scenario(session)
+        finally:
+            await session.stop()
+
+    asyncio.run(body())
+
+
+def check_json(root: Path, monkeypatch: Any) -> list[dict[str, Any]]:
+    """`kvlint check --format json` run at `root`, as the oracle."""
+    monkeypatch.chdir(root)
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--format", "json"])
+    findings: list[dict[str, Any]] = json.loads(result.stdout)["findings"]
+    return findings
+
+
+def as_finding(diagnostic: types.Diagnostic) -> tuple[Any, ...]:
+    start, end = diagnostic.range.start, diagnostic.range.end
+    severity = {types.DiagnosticSeverity.Error: "error", types.DiagnosticSeverity.Warning: "warning"}[diagnostic.severity]
+    return (diagnostic.code, start.line + 1, start.character + 1, end.line + 1, end.character + 1, diagnostic.message, severity)
+
+
+def expected(findings: list[dict[str, Any]], path: str) -> list[tuple[Any, ...]]:
+    return [
+        (f["code"], f["line"], f["column"], f["end_line"], f["end_column"], f["message"], f["severity"])
+        for f in findings if f["path"] == path
+    ]
+
+
+def apply(text: str, edits: list[types.TextEdit]) -> str:
+    lines = text.splitlines(keepends=True)
+
+    def offset(position: types.Position) -> int:
+        return sum(len(line) for line in lines[: position.line]) + position.character
+
+    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        text = text[: offset(edit.range.start)] + edit.new_text + text[offset(edit.range.end):]
+    return text
+
+
+def test_diagnostics_quick_fixes_fix_all_hover_and_ignore(tmp_path: Path, monkeypatch: Any) -> None:
+    (tmp_path / "kvlint.toml").write_text(CONFIG)
+    (tmp_path / "backend.py").write_text(KV101_AND_KV201)
+    oracle = check_json(tmp_path, monkeypatch)
+    fixed_by_cli = tmp_path / "fixed"
+    fixed_by_cli.mkdir()
+    (fixed_by_cli / "kvlint.toml").write_text(CONFIG)
+    (fixed_by_cli / "backend.py").write_text(KV101_AND_KV201)
+    CliRunner().invoke(main, ["fix", "--no-cache", str(fixed_by_cli / "backend.py")])
+    monkeypatch.chdir(tmp_path)
+
+    async def scenario(s: Session) -> None:
+        s.open("backend.py")
+        diagnostics = await s.published("backend.py")
+        assert sorted(as_finding(d) for d in diagnostics) == sorted(expected(oracle, "backend.py"))
+        assert {d.code for d in diagnostics} == {"KV101", "KV201"}
+        kv101 = next(d for d in diagnostics if d.code == "KV101")
+
+        hover = await s.client.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(s.uri("backend.py")), kv101.range.start)
+        )
+        assert hover is not None and "KV101 bare-write-loc" in hover.contents.value and "Why is this bad?" in hover.contents.value
+
+        actions = await s.client.text_document_code_action_async(
+            types.CodeActionParams(
+                types.TextDocumentIdentifier(s.uri("backend.py")), kv101.range, types.CodeActionContext(diagnostics=[kv101])
+            )
+        )
+        titles = [a.title for a in actions]
+        fix = next(a for a in actions if a.is_preferred)
+        assert "KVWriteLoc.for_batch(fb)" in fix.title and "(unsafe)" not in fix.title
+        ignore = next(a for a in actions if "kvlint: ignore[KV101]" in a.title)
+        fix_all = next(a for a in actions if a.kind == "source.fixAll.kvlint")
+        assert len(titles) == 3
+
+        ignored = apply(KV101_AND_KV201, ignore.edit.changes[s.uri("backend.py")])
+        assert ignored.splitlines()[1].endswith("k, v)  # kvlint: ignore[KV101]")
+
+        resolved = await s.client.code_action_resolve_async(fix)
+        after_fix = apply(KV101_AND_KV201, resolved.edit.changes[s.uri("backend.py")])
+        version = s.change("backend.py", after_fix)
+        await s.until(lambda: s.diagnostics[s.uri("backend.py")][-1].version == version, "diagnostics after the fix")
+        assert [d.code for d in s.diagnostics[s.uri("backend.py")][-1].diagnostics] == ["KV201"]
+
+        # Fix all on the original text gives byte for byte what `kvlint fix` wrote.
+        version = s.change("backend.py", KV101_AND_KV201)
+        await s.until(lambda: s.diagnostics[s.uri("backend.py")][-1].version == version, "diagnostics after undo")
+        fix_all.data["version"] = version
+        resolved_all = await s.client.code_action_resolve_async(fix_all)
+        after_all = apply(KV101_AND_KV201, resolved_all.edit.changes[s.uri("backend.py")])
+        assert after_all == (fixed_by_cli / "backend.py").read_text() != KV101_AND_KV201
+        version = s.change("backend.py", after_all)
+        await s.until(lambda: s.diagnostics[s.uri("backend.py")][-1].version == version, "diagnostics after fix all")
+        assert list(s.diagnostics[s.uri("backend.py")][-1].diagnostics) == []
+
+        ignored_version = s.change("backend.py", ignored)
+        await s.until(lambda: s.diagnostics[s.uri("backend.py")][-1].version == ignored_version, "suppressed")
+        assert [d.code for d in s.diagnostics[s.uri("backend.py")][-1].diagnostics] == ["KV201"]
+
+    run_session(tmp_path, scenario)
+
+
+def test_project_finding_lives_in_the_batch_file_and_clears_when_the_builder_is_saved(tmp_path: Path, monkeypatch: Any) -> None:
+    example = rule_by_code("KV301").INVALID[0]
+    assert example.expected_fix is not None
+    for name, text in example.files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "kvlint.toml").write_text("")
+    oracle = check_json(tmp_path, monkeypatch)
+    (batch_file, line, _severity), = example.expected
+    builder_file, builder_fixed = example.expected_fix
+
+    async def scenario(s: Session) -> None:
+        s.open(builder_file)
+        diagnostics = await s.published(batch_file)
+        assert [as_finding(d) for d in diagnostics] == expected(oracle, batch_file)
+        assert [(d.code, d.range.start.line + 1) for d in diagnostics] == [("KV301", line)]
+        seen = s.publications(batch_file)
+        s.change(builder_file, builder_fixed)
+        await asyncio.sleep(0.5)
+        assert s.publications(batch_file) == seen  # unsaved: the batch file keeps its finding
+        s.save(builder_file, builder_fixed)
+        assert list(await s.published(batch_file, seen + 1)) == []
+
+    run_session(tmp_path, scenario)
+
+
+def test_syntax_error_gives_one_kv000_and_an_edit_storm_ends_on_the_final_text(tmp_path: Path, monkeypatch: Any) -> None:
+    (tmp_path / "kvlint.toml").write_text(CONFIG)
+    broken = KV101_AND_KV201 + "def broken(:\n"
+    (tmp_path / "backend.py").write_text(broken)
+    oracle = check_json(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+
+    async def scenario(s: Session) -> None:
+        s.open("backend.py")
+        diagnostics = await s.published("backend.py")
+        assert [as_finding(d) for d in diagnostics] == expected(oracle, "backend.py")
+        assert [d.code for d in diagnostics] == ["KV000"]
+        before = s.publications("backend.py")
+        # 50 changes in a second; every intermediate text has findings, the final one has none.
+        final = KV101_AND_KV201.replace("fb.out_cache_loc", "KVWriteLoc.for_batch(fb)").replace(
+            "k_cache.view(-1, self.page_size,", "paged_kv_view(k_cache, self.page_size,"
+        )
+        for index in range(49):
+            s.change("backend.py", KV101_AND_KV201 + f"# edit {index}\n")
+            await asyncio.sleep(0.02)
+        version = s.change("backend.py", final)
+        await s.until(lambda: s.diagnostics[s.uri("backend.py")][-1].version == version, "the final text's diagnostics")
+        await asyncio.sleep(0.5)
+        published = s.diagnostics[s.uri("backend.py")][before:]
+        assert published[-1].version == version and list(published[-1].diagnostics) == []
+        # Debounced: far fewer checks than changes, and none published for an older text after the final one.
+        assert len(published) < 25
+        assert all(p.version <= version for p in published)
+
+    run_session(tmp_path, scenario)
+
+
+# The server with KV201's check made to crash: what a bug in a rule looks like from the editor.
+CRASHING_KV201 = (
+    "import kvlint.rules.layout.stride_silent_view as rule\n"
+    "def boom(self, ctx): raise RuntimeError('kaboom')\n"
+    "rule.StrideSilentView.check = boom\n"
+    "from kvlint.face.server import serve\n"
+    "serve()\n"
+)
+
+
+def test_a_rule_that_crashes_is_logged_and_the_others_still_report(tmp_path: Path) -> None:
+    (tmp_path / "kvlint.toml").write_text(CONFIG)
+    (tmp_path / "backend.py").write_text(KV101_AND_KV201)
+
+    async def scenario(s: Session) -> None:
+        s.open("backend.py")
+        diagnostics = await s.published("backend.py")
+        assert [d.code for d in diagnostics] == ["KV101"]
+        await s.until(lambda: any("internal error in rule KV201" in m and "kaboom" in m for m in s.logs), "the log message")
+
+    run_session(tmp_path, scenario, "-c", CRASHING_KV201)
