@@ -142,7 +142,8 @@ class KvlintServer(LanguageServer):
         findings, errors = await self.on_worker(compute)
         self.log_errors(errors)
         before, self.project = self.project, findings
-        for shown in sorted(set(before) | set(findings) | ({also} if also else set())):
+        everywhere = set(before) | set(findings) | ({also} if also else set()) | (set(self.live) if force else set())
+        for shown in sorted(everywhere):
             if force or shown == also or before.get(shown) != findings.get(shown):
                 self.publish(state, shown)
 
