@@ -25,13 +25,14 @@ every attended token read once: about 1.4 GB a call); at a small batch launch
 overhead dominates and the ratio is noise. Target (issue 21): token-major
 within 1.05x of contiguous at page sizes 1 and 64.
 
-Measured on one H200 (torch 2.11, Triton 3.6, sglang 0.5.23), one run,
-default shapes, outputs torch.equal at both page sizes:
+Measured on one H200 (torch 2.11, Triton 3.6, sglang 0.5.23), three runs on
+two machines, default shapes, outputs torch.equal at both page sizes every
+time (first run shown; ratio range over the three):
 
-| page size | tokens | token-major ms (TB/s) | contiguous ms (TB/s) | ratio | spread tm / c |
+| page size | tokens | token-major ms (TB/s) | contiguous ms (TB/s) | ratio (3 runs) | spread tm / c |
 |---|---|---|---|---|---|
-| 1 | 345,333 | 0.461 (3.07) | 0.462 (3.07) | 1.000x | 0.7% / 0.6% |
-| 64 | 334,653 | 0.427 (3.22) | 0.422 (3.26) | 1.010x | 0.8% / 0.9% |
+| 1 | 345,333 | 0.461 (3.07) | 0.462 (3.07) | 0.999x-1.002x | 0.7% / 0.6% |
+| 64 | 334,653 | 0.427 (3.22) | 0.422 (3.26) | 1.009x-1.010x | 0.8% / 0.9% |
 
 (64-67% of the 4.8 TB/s datasheet peak for both layouts; the token-major
 entry is 128 KiB, so each token's K and V rows sit 128 KiB apart from the
