@@ -240,6 +240,18 @@ def test_project_finding_lives_in_the_batch_file_and_clears_when_the_builder_is_
         diagnostics = await s.published(batch_file)
         assert [as_finding(d) for d in diagnostics] == expected(oracle, batch_file)
         assert [(d.code, d.range.start.line + 1) for d in diagnostics] == [("KV301", line)]
+        # The KV301 quick fix edits the builder file: applied, it is what `kvlint fix --unsafe` writes there.
+        s.open(batch_file)
+        await s.until(lambda: s.diagnostics[s.uri(batch_file)][-1].version == 1, "the batch file opened")
+        actions = await s.client.text_document_code_action_async(
+            types.CodeActionParams(
+                types.TextDocumentIdentifier(s.uri(batch_file)), diagnostics[0].range,
+                types.CodeActionContext(diagnostics=list(diagnostics), only=[types.CodeActionKind.QuickFix]),
+            )
+        )
+        fix = await s.client.code_action_resolve_async(next(a for a in actions if "(unsafe)" in a.title))
+        assert not fix.is_preferred and list(fix.edit.changes) == [s.uri(builder_file)]
+        assert apply(example.files[builder_file], fix.edit.changes[s.uri(builder_file)]) == builder_fixed
         seen = s.publications(batch_file)
         s.change(builder_file, builder_fixed)
         await asyncio.sleep(0.5)

@@ -70,6 +70,8 @@ class Workspace:
         # The saved bytes of the files in scope, by path as `kvlint check` run at the root shows them.
         self.saved: dict[str, bytes] = {self.shown(path): data for path, data in sources.items()}
         self._in_scope = set(self.saved)
+        # Files outside `include` asked about once (discovery may ask git): path -> checked or not.
+        self._scope_answers: dict[str, bool] = {}
         # Project facts by path, from the saved bytes; read one file at a time (`read_facts`),
         # so a server can answer edits in between.
         self.facts: dict[str, dict[str, Any]] = {}
@@ -94,9 +96,11 @@ class Workspace:
 
     def in_scope(self, path: Path) -> bool:
         """Whether `kvlint check` at the root checks `path`: in `include`, or given alone and not excluded."""
-        if self.shown(path) in self._in_scope:
-            return True
-        return bool(discover([path], self.config.exclude, self.config.root).files)
+        shown = self.shown(path)
+        if shown not in self._scope_answers:
+            given = shown in self._in_scope or bool(discover([path], self.config.exclude, self.config.root).files)
+            self._scope_answers[shown] = given
+        return self._scope_answers[shown]
 
     def _request(self, shown: str, data: bytes, project_only: bool = False, fix: Optional[Applicability] = None) -> Optional[CheckRequest]:
         options = RunOptions(fix=fix)
