@@ -22,6 +22,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
 from kvlint import __version__
+from kvlint.api.config import ConfigError
 from kvlint.api.types import Finding, RunError
 from kvlint.face.docs import explain_rule
 from kvlint.face.server._convert import (
@@ -70,7 +71,12 @@ class KvlintServer(LanguageServer):
         # `[tool.kvlint]` is found from the root, and `kvlint check` run there shows
         # paths relative to it: the server works where that command would run.
         os.chdir(root)
-        state = await self.on_worker(lambda: Workspace(root))
+        try:
+            state = await self.on_worker(lambda: Workspace(root))
+        except ConfigError as exc:
+            # The user's mistake: said once, in the words `kvlint check` would use; nothing is checked.
+            self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"kvlint: error: {exc}"))
+            raise
         self.state = state
         asyncio.ensure_future(self._read_facts(state))
         return state
@@ -108,6 +114,15 @@ class KvlintServer(LanguageServer):
     async def _check_later(self, uri: str, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
+        try:
+            await self._check_now(uri)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the server must outlive any one check
+            log.exception("checking %s failed", uri)
+            self.log_errors([RunError(uri, f"internal error: {exc!r}", internal=True)])
+
+    async def _check_now(self, uri: str) -> None:
         state = await self.workspace_state()
         document = self.workspace.get_text_document(uri)
         shown = self.shown(state, uri)
@@ -218,7 +233,7 @@ def hover(ls: KvlintServer, params: types.HoverParams) -> Optional[types.Hover]:
     return None
 
 
-def code_action(ls: KvlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+async def code_action(ls: KvlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     state = ls.state
     uri = params.text_document.uri
     shown = ls.shown(state, uri) if state is not None else None
@@ -238,7 +253,7 @@ def code_action(ls: KvlintServer, params: types.CodeActionParams) -> list[types.
             )
         )
     if not ls.client_resolves():
-        actions = [resolve(ls, action) for action in actions]
+        actions = [await resolve(ls, action) for action in actions]
     return actions
 
 
@@ -279,8 +294,8 @@ def _quick_fixes(
     return actions
 
 
-def resolve(ls: KvlintServer, action: types.CodeAction) -> types.CodeAction:
-    """Compute a fix's edit when it is chosen: each one re-parses the whole file."""
+async def resolve(ls: KvlintServer, action: types.CodeAction) -> types.CodeAction:
+    """Compute a fix's edit when it is chosen, on the checking thread: each one re-parses the whole file."""
     data: Any = action.data
     state = ls.state
     if action.edit is not None or not isinstance(data, dict) or state is None:
@@ -294,7 +309,7 @@ def resolve(ls: KvlintServer, action: types.CodeAction) -> types.CodeAction:
     source = text.encode("utf-8")
     codec, lines = ls.workspace.position_codec, document.lines
     if data.get("fix_all"):
-        fixed = state.fix_all(shown, source)
+        fixed = await ls.on_worker(lambda: state.fix_all(shown, source))
         if fixed is not None:
             action.edit = workspace_edit(uri, text_edits(text, fixed.decode("utf-8")), codec, lines)
         return action
@@ -302,7 +317,7 @@ def resolve(ls: KvlintServer, action: types.CodeAction) -> types.CodeAction:
     key = (path, code, line, column, end_line, end_column)
     found = next((project_fix(f) for f in ls.project.get(shown, ()) if finding_key(f) == key), None)
     if found is None:
-        found = state.fix(shown, source, key)
+        found = await ls.on_worker(lambda: state.fix(shown, source, key))
     if found is not None:
         target_uri = uri if found.path == shown else (ls.uris.get(found.path) or from_fs_path(str(state.root / found.path)))
         _, target_lines = ls.lines_of(state, found.path) if found.path != shown else (codec, lines)
