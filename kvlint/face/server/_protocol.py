@@ -55,6 +55,8 @@ class KvlintServer(LanguageServer):
         self.live: dict[str, FileCheck] = {}
         self.texts: dict[str, bytes] = {}
         self.uris: dict[str, str] = {}
+        # The document version each `live` check was of: a publication names the text it describes.
+        self.versions: dict[str, Optional[int]] = {}
         # Project findings last published, by path.
         self.project: dict[str, list[Finding]] = {}
 
@@ -133,6 +135,7 @@ class KvlintServer(LanguageServer):
         if self.workspace.get_text_document(uri).version != version:
             return  # a newer change has its own check scheduled
         self.live[shown], self.texts[shown], self.uris[shown] = checked, data, uri
+        self.versions[shown] = version
         self.log_errors(checked.errors)
         await self.publish_project(state, also=shown)
 
@@ -167,7 +170,7 @@ class KvlintServer(LanguageServer):
         findings = [*(self.live[shown].findings if shown in self.live else ()), *self.project.get(shown, ())]
         findings.sort(key=lambda finding: finding.sort_key)
         codec, lines = self.lines_of(state, shown)
-        version = self.workspace.get_text_document(uri).version if shown in self.live else None
+        version = self.versions.get(shown) if shown in self.live else None
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
                 uri=uri, version=version, diagnostics=[diagnostic(finding, codec, lines) for finding in findings]
@@ -185,7 +188,7 @@ class KvlintServer(LanguageServer):
             pending.cancel()
         for shown, known in list(self.uris.items()):
             if known == uri:
-                del self.uris[shown], self.live[shown], self.texts[shown]
+                del self.uris[shown], self.live[shown], self.texts[shown], self.versions[shown]
                 if self.state is not None and shown not in self.project:
                     self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
@@ -210,7 +213,9 @@ async def did_save(ls: KvlintServer, params: types.DidSaveTextDocumentParams) ->
         return
     text = params.text if params.text is not None else ls.workspace.get_text_document(uri).source
     await ls.on_worker(lambda: state.save(shown, text.encode("utf-8")))
-    ls.schedule(uri, 0)
+    # A helper defined here may be what another open file's finding goes through: check them all again.
+    for other in {uri, *ls.uris.values()}:
+        ls.schedule(other, 0)
 
 
 def did_close(ls: KvlintServer, params: types.DidCloseTextDocumentParams) -> None:
