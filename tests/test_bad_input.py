@@ -21,6 +21,7 @@ from click.testing import CliRunner, Result
 
 import kvlint.running.engine
 from kvlint.cli import main
+from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 
 # click < 8.2 mixes stderr into stdout unless told not to; 8.2 always separates them.
 SEPARATE_STDERR = {"mix_stderr": False} if "mix_stderr" in inspect.signature(CliRunner).parameters else {}

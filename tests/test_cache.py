@@ -15,6 +15,7 @@ import kvlint.running.engine
 from kvlint.running.cache import GITIGNORE
 from kvlint.api.config import load_config
 from kvlint.running.engine import RunOptions, RunResult, run
+from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
 MARKED_PHYSICAL = "loc = KVWriteLoc(fb.out_cache_loc, physical=fb.out_cache_loc_is_physical)\n"

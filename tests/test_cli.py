@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvlint.cli import main
+from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 
 BARE = (
     "def forward(pool, layer, forward_batch, k, v):\n"
@@ -86,7 +87,7 @@ def test_github_output_is_workflow_commands(tree: Path) -> None:
     (line,) = out.splitlines()
     assert line.startswith("::error file=bad.py,line=2,col=31,")
     assert line.endswith("::KV101 `set_kv_buffer` receives the batch's raw `forward_batch.out_cache_loc`: "
-                         "the id-space mark is lost and a unified pool's write door refuses an unmarked loc")
+                         "the batch's `id_space` mark is lost")
 
 
 def test_clean_tree_exits_zero(tree: Path) -> None:

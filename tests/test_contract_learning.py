@@ -64,7 +64,12 @@ def test_id_space_tree_without_layer_factory_fixes_only_the_slice(tree: Path) ->
 
 @pytest.mark.parametrize("tree", ["neither"], indirect=True)
 def test_tree_without_definitions_uses_the_seed_spelling(tree: Path) -> None:
-    assert kvlint("fix", ".")[0] == 0
+    # The tree defines no KVWriteLoc: a fix calling it is unsafe (issue 15), so a safe run leaves it.
+    assert kvlint("fix", ".")[0] == 1
+    assert (tree / "engine" / "backend.py").read_text() == BACKEND_BEFORE
+    code, out = kvlint("check", ".")
+    assert "the fix is unsafe here: the scanned tree defines no `KVWriteLoc` (pin `write-loc-module`)" in out
+    assert kvlint("fix", "--unsafe", ".")[0] == 0
     fixed = (tree / "engine" / "backend.py").read_text()
     assert fixed.startswith("from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n")
     assert "KVWriteLoc.for_layer(forward_batch, layer)" in fixed
@@ -81,7 +86,7 @@ def test_contract_command_prints_values_and_where_they_came_from(tree: Path) -> 
     assert "learned from engine/forward_batch_info.py:7" in lines["batch-mark"]
     assert '"engine.mem_cache.memory_pool"' in lines["write-loc-module"]
     assert '"for_layer"' in lines["layer-factory"]
-    assert "(default)" in lines["batch-factory"]
+    assert "[found] (learned from engine/mem_cache/memory_pool.py:" in lines["batch-factory"]
 
 
 @pytest.mark.parametrize("tree", ["neither"], indirect=True)

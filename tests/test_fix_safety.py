@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 import kvlint.running.engine
 import kvlint.fix.writer
 from kvlint.cli import main
+from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 
 SEPARATE_STDERR = {"mix_stderr": False} if "mix_stderr" in inspect.signature(CliRunner).parameters else {}
 BARE = (

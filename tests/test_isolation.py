@@ -15,6 +15,7 @@ from kvlint.cli import main
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Rule
 from kvlint.rules.write_loc.bare_write_loc import BareWriteLoc
+from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 
 BARE = (
     "def forward(pool, layer, forward_batch, k, v):\n"

@@ -12,6 +12,7 @@ from codemods.use_paged_view import UsePagedViewCommand
 from kvlint.api.contract import Contract
 from kvlint.rules.layout.stride_silent_view import StrideSilentView
 from kvlint.testing import fixed_source, run_source
+from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 
 SHIM = Contract(paged_helpers_module="runtime_shim.paged")
 ONLY_PAGED_VIEW = Contract(paged_helpers_module="runtime_shim.paged", paged_helpers=("paged_view",))
@@ -54,30 +55,30 @@ def test_import_is_added_after_the_existing_imports_once_for_two_fixes() -> None
 def test_an_existing_import_from_the_helpers_module_is_extended() -> None:
     before = (
         "from runtime_shim.paged import paged_kv_view\n\n"
-        "def f(kv_cache, page_size):\n    return kv_cache.view(-1, page_size, 576)\n"
+        "def f(pool, page_size):\n    kv_cache = pool.get_key_buffer(0)\n    return kv_cache.view(-1, page_size, 576)\n"
     )
     after = (
         "from runtime_shim.paged import paged_row_view, paged_kv_view\n\n"
-        "def f(kv_cache, page_size):\n    return paged_row_view(kv_cache, page_size)\n"
+        "def f(pool, page_size):\n    kv_cache = pool.get_key_buffer(0)\n    return paged_row_view(kv_cache, page_size)\n"
     )
     assert fix(before) == after
 
 
 def test_a_helper_imported_from_elsewhere_is_used_under_its_local_name() -> None:
-    before = "from mylib.views import paged_kv_view as pkv\n\ndef f(k_cache, ps):\n    return k_cache.view(-1, PAGE_SIZE, 4, 128)\n"
-    assert fix(before) == "from mylib.views import paged_kv_view as pkv\n\ndef f(k_cache, ps):\n    return pkv(k_cache, PAGE_SIZE, 4, 128)\n"
+    before = "from mylib.views import paged_kv_view as pkv\n\ndef f(pool, ps):\n    k_cache = pool.get_key_buffer(0)\n    return k_cache.view(-1, PAGE_SIZE, 4, 128)\n"
+    assert fix(before) == "from mylib.views import paged_kv_view as pkv\n\ndef f(pool, ps):\n    k_cache = pool.get_key_buffer(0)\n    return pkv(k_cache, PAGE_SIZE, 4, 128)\n"
 
 
 def test_a_helper_defined_in_the_same_module_is_not_imported() -> None:
     before = (
         "def paged_kv_view(buf, page_size, h, d):\n    ...\n\n"
-        "def f(k_cache, page_size):\n    return k_cache.view(-1, page_size, 4, 128)\n"
+        "def f(pool, page_size):\n    k_cache = pool.get_key_buffer(0)\n    return k_cache.view(-1, page_size, 4, 128)\n"
     )
     assert fix(before) == before.replace("k_cache.view(-1, page_size, 4, 128)", "paged_kv_view(k_cache, page_size, 4, 128)")
 
 
 def test_default_module_is_the_seeds_paged_view_module() -> None:
-    fixed = fix("def f(k_cache, page_size):\n    return k_cache.view(-1, page_size, 4, 128)\n", Contract())
+    fixed = fix("def f(pool, page_size):\n    k_cache = pool.get_key_buffer(0)\n    return k_cache.view(-1, page_size, 4, 128)\n", Contract())
     assert fixed.startswith("from sglang.srt.mem_cache.layout.paged_view import paged_kv_view\n")
 
 
@@ -91,7 +92,7 @@ def test_default_module_is_the_seeds_paged_view_module() -> None:
     ],
 )
 def test_a_tree_with_only_paged_view_gets_the_row_shaped_first(view: str, rewritten: str) -> None:
-    source = f"def f(k_cache, page_size, h, d):\n    return {view}\n"
+    source = f"def f(pool, page_size, h, d):\n    k_cache = pool.get_key_buffer(0)\n    return {view}\n"
     fixed = fix(source, ONLY_PAGED_VIEW)
     assert fixed == f"from runtime_shim.paged import paged_view\n\n{source.replace(view, rewritten)}"
 
@@ -104,31 +105,31 @@ def test_with_only_paged_view_a_call_receiver_is_reported_without_a_fix() -> Non
 
 
 def test_trailing_dims_unpacked_from_elsewhere_are_reported_without_a_fix() -> None:
-    source = "def f(k_cache, page_size, dims):\n    return k_cache.view(-1, page_size, *dims)\n"
+    source = "def f(pool, page_size, dims):\n    k_cache = pool.get_key_buffer(0)\n    return k_cache.view(-1, page_size, *dims)\n"
     (finding,) = run_source(source, [StrideSilentView], contract=SHIM).findings
     assert finding.fix is None
 
 
 def test_the_finding_carries_the_replacement_and_its_span() -> None:
-    source = "def f(k_cache, page_size):\n    x = k_cache.view(-1, page_size, 4, 128).permute(0, 2, 1, 3)\n"
+    source = "def f(pool, page_size):\n    k_cache = pool.get_key_buffer(0)\n    x = k_cache.view(-1, page_size, 4, 128).permute(0, 2, 1, 3)\n"
     (finding,) = run_source(source, [StrideSilentView], contract=SHIM).findings
-    assert (finding.line, finding.column, finding.end_column) == (2, 9, 44)
+    assert (finding.line, finding.column, finding.end_column) == (3, 9, 44)
     assert finding.fix is not None and finding.fix.replacement == "paged_kv_view(k_cache, page_size, 4, 128)"
 
 
 def test_suppressed_finding_is_not_fixed() -> None:
-    source = "def f(k_cache, page_size):\n    return k_cache.view(-1, page_size, 4, 128)  # kvlint: ignore[KV201]\n"
+    source = "def f(pool, page_size):\n    k_cache = pool.get_key_buffer(0)\n    return k_cache.view(-1, page_size, 4, 128)  # kvlint: ignore[KV201]\n"
     assert fix(source) == source
 
 
 def test_codemod_command_applies_the_rewrite_with_the_configured_module(in_tmp: Path) -> None:
     (in_tmp / "kvlint.toml").write_text('[contract]\npaged-helpers-module = "runtime_shim.paged"\n')
-    before = "def f(k_cache, page_size):\n    return k_cache.view(-1, page_size, 4, 128)\n"
+    before = "def f(pool, page_size):\n    k_cache = pool.get_key_buffer(0)\n    return k_cache.view(-1, page_size, 4, 128)\n"
     context = CodemodContext(filename=str(in_tmp / "backend.py"))
     after = UsePagedViewCommand(context).transform_module(cst.parse_module(before)).code
     assert after == (
         "from runtime_shim.paged import paged_kv_view\n\n"
-        "def f(k_cache, page_size):\n    return paged_kv_view(k_cache, page_size, 4, 128)\n"
+        "def f(pool, page_size):\n    k_cache = pool.get_key_buffer(0)\n    return paged_kv_view(k_cache, page_size, 4, 128)\n"
     )
 
 

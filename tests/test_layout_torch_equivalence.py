@@ -95,23 +95,23 @@ def same_view(a: Any, b: Any) -> bool:
     )
 
 
-# (source of `page(k_cache, page_size)`, {page_size: (stride by .view, stride by the rewrite)} on the token-major view)
+# (source of `page(pool, page_size)`, paging layer 3's buffer (an accessor result: dim 0 holds slots, so a fix is offered), {page_size: (stride by .view, stride by the rewrite)} on the token-major view)
 FORMS = {
     "heads": (
-        "def page(k_cache, page_size):\n    return k_cache.view(-1, page_size, 4, 128)\n",
+        "def page(pool, page_size):\n    k_cache = pool.get_key_buffer(3)\n    return k_cache.view(-1, page_size, 4, 128)\n",
         {256: ((8388608, 32768, 128, 1),) * 2, 1: ((32768, 512, 128, 1), (32768, 32768, 128, 1))},
     ),
     "row": (
-        "def page(k_cache, page_size):\n    return k_cache.view(-1, page_size, 512)\n",
+        "def page(pool, page_size):\n    k_cache = pool.get_key_buffer(3)\n    return k_cache.view(-1, page_size, 512)\n",
         {256: ((8388608, 32768, 1),) * 2, 1: ((32768, 512, 1), (32768, 32768, 1))},
     ),
     "whole_row": (
-        "def page(k_cache, page_size):\n    return k_cache.view(-1, page_size, *k_cache.shape[1:])\n",
+        "def page(pool, page_size):\n    k_cache = pool.get_key_buffer(3)\n    return k_cache.view(-1, page_size, *k_cache.shape[1:])\n",
         {256: ((8388608, 32768, 128, 1),) * 2, 1: ((32768, 512, 128, 1), (32768, 32768, 128, 1))},
     ),
     # trtllm's HND permute: at page size 1 the row stride lands in stride(2).
     "heads_then_hnd": (
-        "def page(k_cache, page_size):\n    return k_cache.view(-1, page_size, 4, 128).permute(0, 2, 1, 3)\n",
+        "def page(pool, page_size):\n    k_cache = pool.get_key_buffer(3)\n    return k_cache.view(-1, page_size, 4, 128).permute(0, 2, 1, 3)\n",
         {256: ((8388608, 128, 32768, 1),) * 2, 1: ((32768, 128, 512, 1), (32768, 128, 32768, 1))},
     ),
 }
@@ -125,8 +125,8 @@ def test_rewrite_matches_view_on_contiguous_buffer(mha_pools, form: str, contrac
     source, _ = FORMS[form]
     before = compiled_page(source)
     after = compiled_page(rewritten(source, CONTRACTS[contract_name]))
-    k = mha_pools["contiguous"].get_key_buffer(3)
-    assert same_view(before(k, page_size), after(k, page_size))
+    pool = mha_pools["contiguous"]
+    assert same_view(before(pool, page_size), after(pool, page_size))
 
 
 @pytest.mark.parametrize("contract_name", CONTRACTS)
@@ -138,9 +138,10 @@ def test_rewrite_carries_the_slot_stride_on_a_token_major_view(
     source, strides = FORMS[form]
     before = compiled_page(source)
     after = compiled_page(rewritten(source, CONTRACTS[contract_name]))
-    k = mha_pools["token_major"].get_key_buffer(3)
+    pool = mha_pools["token_major"]
+    k = pool.get_key_buffer(3)
     assert (tuple(k.shape), k.stride()) == ((1024, 4, 128), (SLOT_STRIDE, 128, 1))
-    by_view, by_helper = before(k, page_size), after(k, page_size)
+    by_view, by_helper = before(pool, page_size), after(pool, page_size)
     assert (by_view.stride(), by_helper.stride()) == strides[page_size]
     assert by_view.shape == by_helper.shape
     assert by_helper.data_ptr() == k.data_ptr()

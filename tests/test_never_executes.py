@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pinned import PINNED_TOML
 
 BARE = (
     "def forward(pool, layer, forward_batch, k, v):\n"
@@ -33,7 +34,8 @@ def booby_trapped(tmp_path: Path) -> tuple[Path, Path]:
     package.mkdir(parents=True)
     sentinel = tmp_path / "SENTINEL"
     trap = leaves_sentinel(sentinel)
-    (project / "kvlint.toml").write_text("")
+    # The write-loc class is not in this tree: pin it, so the fix is safe (issue 15).
+    (project / "kvlint.toml").write_text(PINNED_TOML)
     # Files an importer would touch first: package inits, conftest, setup, __main__.
     for name in ("pkg/__init__.py", "conftest.py", "setup.py", "pkg/__main__.py"):
         (project / name).write_text(trap + BARE)

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pinned import PINNED_TOML
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,6 +33,8 @@ def test_hooks_fail_on_a_hazard_and_pass_on_clean_code(tmp_path: Path) -> None:
     project.mkdir()
     (project / "bad.py").write_text("def f(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n")
     (project / "good.py").write_text("def f(pool, layer, loc, k, v):\n    pool.set_kv_buffer(layer, loc, k, v)\n")
+    # The write-loc class is not in this tree: pin it, so the hook's fix is safe (issue 15).
+    (project / "kvlint.toml").write_text(PINNED_TOML)
     _git(project, "init", "-q")
     _git(project, "add", ".")
 

@@ -108,7 +108,10 @@ def test_both_rules_together_settle_in_one_fix_run() -> None:
 
 
 def test_codemods_run_under_libcst_tool(tmp_path: Path) -> None:
-    (tmp_path / "kvlint.toml").write_text('[contract]\nmark = "physical"\nbatch-mark = "out_cache_loc_is_physical"\n')
+    # The class lives outside this one-file tree: pinning its module is what makes the fixes safe (issue 15).
+    (tmp_path / "kvlint.toml").write_text(
+        '[contract]\nmark = "physical"\nbatch-mark = "out_cache_loc_is_physical"\nwrite-loc-module = "engine.pool"\n'
+    )
     (tmp_path / ".libcst.codemod.yaml").write_text(
         "generated_code_marker: '@generated'\nformatter: []\nblacklist_patterns: []\nmodules:\n  - 'codemods'\nrepo_root: '.'\n"
     )

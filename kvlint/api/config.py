@@ -58,8 +58,9 @@ _CONTRACT_STR_KEYS = {
     "write-loc-module",
     "paged-helpers-module",
     "kv-name-fallback",
+    "mark-predicate",
 }
-_CONTRACT_LIST_KEYS = {"loc-attributes", "buffer-accessors"}
+_CONTRACT_LIST_KEYS = {"loc-attributes", "buffer-accessors", "pool-classes", "host-cache-classes", "page-split-paths"}
 _CONTRACT_KEYS = _CONTRACT_STR_KEYS | _CONTRACT_LIST_KEYS | {"write-doors"}
 _TBO_KEYS = {"batch-class": str, "child-builder": str, "strict": bool}
 

@@ -8,6 +8,7 @@ by `kvlint.running.learn` from the scanned tree, falling back to the seed's spel
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Mapping
@@ -33,6 +34,8 @@ DEFAULT_BUFFER_ACCESSORS: tuple[str, ...] = (
     "kv_buffer",
 )
 DEFAULT_KV_NAME_FALLBACK = r"^(k|v|kv|key|value)_cache(_raw)?$"
+# Host-side caches: their buffers are CPU pages, never views of the device pool.
+DEFAULT_HOST_CACHE_CLASSES: tuple[str, ...] = ("HostKVCache",)
 
 # The paged-view helpers a tree may define, in the order fixes prefer them.
 PAGED_HELPERS: tuple[str, ...] = ("paged_view", "paged_row_view", "paged_kv_view")
@@ -65,6 +68,22 @@ class Contract:
     # The batch class's field names, learned from its definition (empty: not found).
     # KV301 reads a file only where one of them is assigned.
     batch_fields: tuple[str, ...] = ()
+    # Classes whose own methods work on their own allocation (`self.k_buffer[i]` in a
+    # pool's method is the pool's storage, not a view handed out), with their subclasses.
+    pool_classes: tuple[str, ...] = ()
+    # Host-side cache classes (and, learned, their subclasses): their buffers are not pool views.
+    host_cache_classes: tuple[str, ...] = DEFAULT_HOST_CACHE_CLASSES
+    # Directories whose pools allocate page-split buffers `(pages, page_size, ...)`: there a
+    # buffer accessor's dim 0 may hold pages, not slots (relative or absolute path prefixes).
+    page_split_paths: tuple[str, ...] = ()
+    # The tree's predicate telling whether a write loc is marked physical/kernel
+    # (`write_loc_is_physical(loc)`); "" when the tree defines none.
+    mark_predicate: str = ""
+    # Whether the tree's write doors check the mark (refuse an unmarked loc).
+    door_checks_mark: bool = False
+    # Contract keys whose API learning looked for in the scanned tree and did not find
+    # (and the configuration does not pin): a fix calling that API is not safe there.
+    missing: tuple[str, ...] = ()
     # Where each value came from: "default", "config", or "learned from PATH:LINE".
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
@@ -79,7 +98,40 @@ class Contract:
     def source_of(self, key: str) -> str:
         return dict(self.sources).get(key, "default")
 
+    def origin(self, key: str) -> str:
+        """"found" (learned from the tree), "pinned" (configured) or "fallback" (the seed's spelling)."""
+        source = self.source_of(key)
+        if source.startswith("learned"):
+            return "found"
+        if source.startswith("config"):
+            return "pinned"
+        return "fallback"
+
+    def has(self, key: str) -> bool:
+        """Whether the API behind `key` may be called: the tree defines it, the configuration
+        pins it, or nobody looked (a contract built in code, as rule examples are)."""
+        return key not in self.missing
+
+    def in_page_split_path(self, path: str) -> bool:
+        """Whether `path` lies under a directory whose pools allocate page-split buffers."""
+        if not self.page_split_paths:
+            return False
+        resolved = Path(path).resolve().as_posix()
+        return any(
+            resolved == prefix or resolved.startswith(prefix.rstrip("/") + "/")
+            for prefix in (Path(p).resolve().as_posix() for p in self.page_split_paths)
+        )
+
     def with_overrides(self, overrides: Mapping[str, str]) -> "Contract":
         """A copy with config-style keys (``"mark"``, ``"batch-mark"``) replaced."""
-        changes: dict[str, Any] = {key.replace("-", "_"): value for key, value in overrides.items()}
+        changes: dict[str, Any] = {}
+        value: Any
+        for key, value in overrides.items():
+            name = key.replace("-", "_")
+            if isinstance(getattr(self, name, None), tuple) and isinstance(value, str):
+                # A comma list where the field is a tuple (rule examples spell overrides as strings).
+                value = tuple(part.strip() for part in value.split(",") if part.strip())
+            elif isinstance(getattr(self, name, None), bool) and isinstance(value, str):
+                value = value.lower() in ("1", "true", "yes")
+            changes[name] = value
         return replace(self, **changes)

@@ -58,8 +58,22 @@ def contract_table(contract: Contract) -> str:
         "write-doors": dict(contract.write_doors),
         "buffer-accessors": list(contract.buffer_accessors),
         "kv-name-fallback": contract.kv_name_fallback,
+        "mark-predicate": contract.mark_predicate,
+        "pool-classes": list(contract.pool_classes),
+        "host-cache-classes": list(contract.host_cache_classes),
+        "page-split-paths": list(contract.page_split_paths),
     }
     width = max(map(len, values))
     return "\n".join(
-        f"{key:<{width}}  {json.dumps(value)}  ({contract.source_of(key)})" for key, value in values.items()
+        f"{key:<{width}}  {json.dumps(value)}  [{_origin(contract, key)}] ({contract.source_of(key)})"
+        for key, value in values.items()
     )
+
+
+def _origin(contract: Contract, key: str) -> str:
+    """found (in the scanned tree), pinned (configured), or fallback; "fallback, missing in the tree"
+    where learning looked for the API and did not find it (a fix calling it is unsafe)."""
+    origin = contract.origin(key)
+    if origin == "fallback" and key in contract.missing:
+        return "fallback, missing in the tree"
+    return origin

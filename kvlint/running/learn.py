@@ -19,36 +19,50 @@ any of these, and only those are parsed, with the stdlib `ast` (learning needs
 names and line numbers, not LibCST's round-trip tree). Whatever is not found
 keeps the seed's spelling. Each learned value's source reads "learned from
 PATH:LINE".
+
+What fixes may call, and where they import it from:
+
+- `write-loc-module` and `paged-helpers-module` are spelled the way the tree's
+  own files import the defining file (the most common absolute `from M import`
+  that resolves to it); failing that, relative to a package root the tree's
+  imports reveal (namespace packages, without `__init__.py`, included); only
+  then from `__init__.py` files, and last the seed's spelling.
+- `Contract.missing` lists the keys whose API was looked for and not found
+  (`mark`, `batch-factory`, `write-loc-module`, `paged-helpers-module`): a fix
+  that would call it is unsafe there, and the message names the key that pins it.
+- `mark-predicate` (a module function of the write-loc class's file testing the
+  mark, `write_loc_is_physical`), and whether a write door checks the mark.
+- `pool-classes`: classes that assign a buffer attribute (`self.k_buffer = ...`)
+  and their subclasses; `host-cache-classes`: `HostKVCache` (configurable) and
+  its subclasses; `page-split-paths`: the directories of pools whose allocation
+  states a page-size dim (`torch.zeros((layers, pages, page_size, ...))`).
+  Class hierarchies are read from `class X(Base):` headers across the tree.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from kvlint.api.config import Config, configured_contract
 from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, LOC_KEYWORDS, NOT_FIELD_ANNOTATIONS, PAGED_HELPERS, Contract
-from kvlint.running.discovery import display_path
+from kvlint.running.learn_tree import (
+    DOOR_DEF as _DOOR_DEF,
+    Learned as _Learned,
+    learn_door_checks as _learn_door_checks,
+    learn_import_spellings as _learn_import_spellings,
+    learn_mark_predicate as _learn_mark_predicate,
+    learn_pool_classes as _learn_pool_classes,
+    parsed_tree as _tree,
+)
 
 MARK_FIELDS = ("id_space", "physical")
 _DOOR_NAME = re.compile(r"^_?set_(\w+_)?kv_buffer$")
-_DOOR_DEF = re.compile(rb"def\s+_?set_\w*kv_buffer\s*\(")
 # Markers of a project root: a package path never climbs past one.
 _ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
-
-
-@dataclass
-class _Learned:
-    values: dict[str, object] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-
-    def set(self, key: str, value: object, path: Path, line: int) -> None:
-        self.values[key] = value
-        self.sources[key] = f"learned from {display_path(path, Path.cwd())}:{line}"
 
 
 def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
@@ -65,10 +79,32 @@ def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
         _learn_doors(ordered, learned)
     if _auto(config, "paged-helpers-module"):
         _learn_paged_helpers(ordered, learned)
+    _learn_import_spellings(config, ordered, learned)
+    _learn_pool_classes(contract, config, ordered, learned)
+    _learn_door_checks(contract, learned, ordered)
     values = {key: value for key, value in learned.values.items() if key in _keys_to_fill(config)}
     changes: dict[str, Any] = {key.replace("-", "_"): value for key, value in values.items()}
     found = {key: learned.sources[key] for key in values}
-    return replace(contract, **changes, sources=(*contract.sources, *found.items()))
+    missing = tuple(
+        key
+        for key in _LOOKED_FOR
+        if config.contract_value(key) == AUTO and key not in learned.values and not _pinned_elsewhere(config, key, learned)
+    )
+    return replace(contract, **changes, missing=missing, sources=(*contract.sources, *found.items()))
+
+
+def _pinned_elsewhere(config: Config, key: str, learned: _Learned) -> bool:
+    """A write-loc class the configuration places outside the scanned tree (`write-loc-module`
+    pinned, no class found): kvlint cannot read it, so its API is taken as the contract states it."""
+    return (
+        key in ("mark", "batch-mark", "batch-factory")
+        and config.contract_value("write-loc-module") != AUTO
+        and "write-loc-class" not in learned.values
+    )
+
+
+# The keys naming an API a fix calls or imports: learning looks each up in the tree.
+_LOOKED_FOR = ("mark", "batch-mark", "batch-factory", "write-loc-module", "paged-helpers-module")
 
 
 def _auto(config: Config, *keys: str) -> bool:
@@ -76,10 +112,13 @@ def _auto(config: Config, *keys: str) -> bool:
 
 
 def _keys_to_fill(config: Config) -> set[str]:
-    auto = {key for key in ("mark", "batch-mark", "layer-factory", "write-loc-module", "paged-helpers-module")
+    auto = {key for key in ("mark", "batch-mark", "layer-factory", "write-loc-module", "paged-helpers-module",
+                            "batch-factory", "mark-predicate", "pool-classes", "page-split-paths")
             if config.contract_value(key) == AUTO}
     # Learned alongside the values they belong to, never configured on their own.
-    auto |= {"write-loc-fields", "paged-helpers", "batch-fields"}
+    auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes"}
+    if config.contract_value("write-loc-class") == AUTO:
+        auto.add("write-loc-class")
     if "write-doors" not in dict(config.contract):
         auto.add("write-doors")
     return auto
@@ -95,15 +134,6 @@ def _parsed(files: list[tuple[Path, bytes]], needle: bytes) -> Iterator[tuple[Pa
             yield path, tree
 
 
-@lru_cache(maxsize=16)
-def _tree(data: bytes) -> Optional[ast.Module]:
-    # Several learners read the same defining files (the batch class, the pool).
-    try:
-        return ast.parse(data)
-    except (SyntaxError, ValueError):
-        return None
-
-
 def _learn_write_loc(contract: Contract, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
     cls = contract.write_loc_class
     for path, tree in _parsed(files, f"class {cls}".encode()):
@@ -115,18 +145,24 @@ def _learn_write_loc(contract: Contract, files: list[tuple[Path, bytes]], learne
                     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
                 ]
                 marks = [name for name in fields if name in MARK_FIELDS]
-                if not marks:
-                    continue
-                mark = marks[0]
-                learned.set("mark", mark, path, node.lineno)
+                mark = marks[0] if marks else None
+                learned.set("write-loc-class", cls, path, node.lineno)
+                if mark is not None:
+                    learned.set("mark", mark, path, node.lineno)
                 learned.set("write-loc-fields", tuple(f for f in fields if f != mark), path, node.lineno)
                 methods = {stmt.name for stmt in node.body if isinstance(stmt, ast.FunctionDef)}
                 layer_factory = "for_layer" if "for_layer" in methods else ""
                 learned.set("layer-factory", layer_factory, path, node.lineno)
+                # Refined by `_learn_import_spellings` from how the tree imports this file.
                 learned.set("write-loc-module", module_path(path), path, node.lineno)
+                learned.defining["write-loc-module"] = path
                 factory = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == contract.batch_factory), None)
                 if factory is not None:
-                    _mark_read_by_factory(factory, mark, path, learned)
+                    learned.set("batch-factory", contract.batch_factory, path, factory.lineno)
+                    if mark is not None:
+                        _mark_read_by_factory(factory, mark, path, learned)
+                if mark is not None:
+                    _learn_mark_predicate(cls, mark, tree, path, learned)
                 return
 
 
@@ -260,6 +296,7 @@ def _learn_paged_helpers(files: list[tuple[Path, bytes]], learned: _Learned) -> 
         _, _, path, line, helpers = best
         learned.set("paged-helpers-module", module_path(path), path, line)
         learned.set("paged-helpers", helpers, path, line)
+        learned.defining["paged-helpers-module"] = path
 
 
 def module_path(path: Path) -> str:

@@ -16,49 +16,131 @@ A value is paged KV when, inside one function, it comes from
   unpacking, `for buf in self.k_buffer`), per `kvlint.analysis.dataflow`;
 * a parameter whose name matches the contract's `kv-name-fallback` pattern
   (names alone are a weaker signal, so only parameters get it).
+
+What is *not* a pool view: inside a method of a pool class (one that assigns a
+buffer attribute, `self.k_buffer = ...`, or derives from one: the contract's
+`pool-classes`), `self.k_buffer[i]` and `self.get_key_buffer(i)` are the pool's
+own allocation, whose layout the pool itself chose; inside a host cache
+(`HostKVCache` and its subclasses: `host-cache-classes`) they are CPU pages.
+
+Alongside "is it paged KV" the tracker keeps a `Layout`: what each dim holds,
+where the code states it. A buffer accessor's per-layer form is `(slots, row)`
+(`(slots, H, D)` or `(slots, D)`), except in files under a `page-split-paths`
+directory, whose pools allocate `(pages, page_size, ...)` buffers: there dim 0
+may hold pages, and is unknown. The paged helpers give `(pages, in-page, ...)`;
+`.view(-1, page_size, *row)` of a `(slots, ...)` tensor gives
+`(pages, in-page, row...)`; slices keep the layout; merging the page and
+in-page dims (`.flatten(0, 1)`) gives `(slots, ...)` back. Anything else is an
+unknown layout: still paged KV, but no rule may rely on its dims.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import libcst as cst
 
 from kvlint.api.contract import DEFAULT_KV_NAME_FALLBACK, PAGED_HELPERS, Contract
 from kvlint.analysis.dataflow import Definition, function_flow
-from kvlint.analysis.index import callee_name, trailing_name
+from kvlint.analysis.index import callee_name, module_index, trailing_name
+from kvlint.rules.layout._view_shape import is_minus_one, is_page_split
 from kvlint.api.rule import FileContext
 
 FALLBACK_NAME_WORDS = ("k_cache", "v_cache", "key_cache", "value_cache")
 
 
+SLOTS = "slots"
+PAGES = "pages"
+IN_PAGE = "in-page"
+ROW = "row"
+UNKNOWN = "?"
+# Any number of further dims, unknown.
+REST = "..."
+
+# What each dim of a paged KV value holds, as far as the code states it.
+Layout = tuple[str, ...]
+ACCESSOR_LAYOUT: Layout = (SLOTS, REST)
+UNKNOWN_LAYOUT: Layout = (UNKNOWN, REST)
+_HELPER_LAYOUTS: dict[str, Layout] = {
+    "paged_view": (PAGES, IN_PAGE, REST),
+    "paged_row_view": (PAGES, IN_PAGE, ROW),
+    "paged_kv_view": (PAGES, IN_PAGE, ROW, ROW),
+}
+
+
 class PagedKV:
-    """Answers "is this expression paged KV?" for one file; shared by KV201-KV203."""
+    """Answers "is this expression paged KV, and what do its dims hold?" for one file; shared by KV201-KV203."""
 
     def __init__(self, ctx: FileContext) -> None:
         self._ctx = ctx
         self._accessors = frozenset(ctx.contract.buffer_accessors)
+        contract = ctx.contract
+        self._accessor_layout = UNKNOWN_LAYOUT if contract.in_page_split_path(ctx.path) else ACCESSOR_LAYOUT
+        owners = frozenset((*contract.pool_classes, *contract.host_cache_classes))
+        self._own_methods = frozenset(
+            id(function) for function, klass in module_index(ctx).functions if klass is not None and klass.name.value in owners
+        )
 
     def holds(self, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> bool:
         """Whether `expr`, evaluated inside `function` (None: module level), is paged KV."""
+        return self.layout(expr, function) is not None
+
+    def layout(self, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> Optional[Layout]:
+        """The layout of `expr` if it is paged KV (`UNKNOWN_LAYOUT` where the code does not say); None if not."""
         return self._expr(expr, function, frozenset())
 
-    def _expr(self, expr: cst.BaseExpression, function: Optional[cst.FunctionDef], seen: frozenset[int]) -> bool:
+    def _own(self, receiver: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> bool:
+        """`self.<buffer>` (or `self.get_key_buffer`) inside a pool's or host cache's own method:
+        its own allocation, not a pool view."""
+        if function is None or id(function) not in self._own_methods:
+            return False
+        base = receiver.value if isinstance(receiver, cst.Attribute) else receiver
+        return isinstance(base, cst.Name) and base.value == "self"
+
+    def _expr(self, expr: cst.BaseExpression, function: Optional[cst.FunctionDef], seen: frozenset[int]) -> Optional[Layout]:
         if isinstance(expr, cst.Call):
-            name = callee_name(expr)
-            if name in self._accessors or name in PAGED_HELPERS:
-                return True
-            return name == "view" and isinstance(expr.func, cst.Attribute) and self._expr(expr.func.value, function, seen)
+            return self._call(expr, function, seen)
         if isinstance(expr, cst.Subscript):
             if trailing_name(expr.value) in self._accessors and not self._is_local(expr.value, function):
-                return True
-            return _keeps_paged(expr) and self._expr(expr.value, function, seen)
+                if self._own(expr.value, function):
+                    return None
+                # `self.k_buffer[i]`: one layer's buffer; `get_kv_buffer(i)[0]`: one half of the pair.
+                return self._accessor_layout
+            if not _keeps_paged(expr):
+                return None
+            inner = self._expr(expr.value, function, seen)
+            if inner is None or all(isinstance(e.slice, cst.Slice) for e in expr.slice):
+                return inner
+            return UNKNOWN_LAYOUT
         if isinstance(expr, cst.Name) and function is not None:
             definitions = function_flow(self._ctx, function).reaching(expr)
-            return definitions is not None and any(
-                self._definition(definition, function, seen) for definition in definitions
-            )
-        return False
+            if definitions is None:
+                return None
+            layouts = [self._definition(definition, function, seen) for definition in definitions]
+            found = [layout for layout in layouts if layout is not None]
+            if not found:
+                return None
+            return found[0] if all(layout == found[0] for layout in found) else UNKNOWN_LAYOUT
+        return None
+
+    def _call(self, call: cst.Call, function: Optional[cst.FunctionDef], seen: frozenset[int]) -> Optional[Layout]:
+        name = callee_name(call)
+        if name in self._accessors:
+            if isinstance(call.func, cst.Attribute) and self._own(call.func, function):
+                return None
+            return self._accessor_layout
+        if name in _HELPER_LAYOUTS:
+            return _HELPER_LAYOUTS[name]
+        if not isinstance(call.func, cst.Attribute) or name not in ("view", "flatten", "reshape"):
+            return None
+        if name != "view":
+            # A merge of the page and in-page dims stays a view on a token-major pool (KV202 judges the rest).
+            inner = self._expr(call.func.value, function, seen)
+            return None if inner is None else merged_layout(call, call.func.value, inner)
+        inner = self._expr(call.func.value, function, seen)
+        if inner is None:
+            return None
+        return viewed_layout(call.args, inner)
 
     def _is_local(self, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> bool:
         """A local named like an accessor (`k_buffer = pool.get_key_buffer(i)`) is a tensor, not the
@@ -69,14 +151,14 @@ class PagedKV:
             and function_flow(self._ctx, function).reaching(expr) is not None
         )
 
-    def _definition(self, definition: Definition, function: cst.FunctionDef, seen: frozenset[int]) -> bool:
+    def _definition(self, definition: Definition, function: cst.FunctionDef, seen: frozenset[int]) -> Optional[Layout]:
         # A loop may feed a definition back into itself (`k = k[:n]`).
         key = id(definition.target)
         if key in seen:
-            return False
+            return None
         seen = seen | {key}
         if definition.kind == "param":
-            return bool(self._ctx.contract.kv_name_pattern.match(definition.target.value))
+            return UNKNOWN_LAYOUT if self._ctx.contract.kv_name_pattern.match(definition.target.value) else None
         if definition.kind in ("assign", "walrus") and definition.value is not None:
             return self._expr(definition.value, function, seen)
         if definition.kind == "unpack" and definition.source is not None:
@@ -86,8 +168,81 @@ class PagedKV:
             return self._expr(definition.source, function, seen)
         if definition.kind == "for" and definition.source is not None:
             # `for buf in self.k_buffer`: the per-layer buffers themselves.
-            return trailing_name(definition.source) in self._accessors
+            if trailing_name(definition.source) not in self._accessors:
+                return None
+            return None if self._own(definition.source, function) else self._accessor_layout
+        return None
+
+
+def viewed_layout(args: Sequence[cst.Arg], inner: Layout) -> Layout:
+    """The layout of `x.view(*args)` for `x` of layout `inner`."""
+    if len(args) == 1 and _is_dtype(args[0]):
+        return inner
+    if inner[0] == SLOTS and is_page_split(args):
+        trailing = args[2:]
+        if any(arg.star for arg in trailing):
+            return (PAGES, IN_PAGE, REST)
+        return (PAGES, IN_PAGE, *([ROW] * len(trailing)))
+    return UNKNOWN_LAYOUT
+
+
+def _is_dtype(arg: cst.Arg) -> bool:
+    """`x.view(torch.uint8)`, `x.view(self.dtype)`: a reinterpretation, same dims."""
+    if arg.keyword is not None and arg.keyword.value == "dtype":
+        return True
+    value = arg.value
+    if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == "torch":
+        return True
+    name = trailing_name(value)
+    return name is not None and "dtype" in name.lower()
+
+
+def merges_pages(layout: Layout, end: int) -> Optional[bool]:
+    """Whether merging dims `0..end` (`-1`: all) of `layout` merges exactly the page and
+    in-page dims, which a token-major pool's strides allow (a view); False when it merges
+    a slot or in-page dim with a row dim (a packed copy); None when the layout does not say."""
+    first = layout[0]
+    if first == SLOTS:
+        # The next dim is the row: slots and row never merge into a view.
         return False
+    if first == PAGES and layout[1:2] == (IN_PAGE,):
+        return end == 1
+    return None
+
+
+def merged_layout(call: cst.Call, tensor: cst.BaseExpression, inner: Layout) -> Layout:
+    """The layout after a `.flatten`/`.reshape` that merges the page and in-page dims; unknown otherwise."""
+    func = call.func
+    assert isinstance(func, cst.Attribute)
+    if func.attr.value == "flatten" and flatten_range(call) == (0, 1) and merges_pages(inner, 1):
+        return (SLOTS, *inner[2:])
+    return UNKNOWN_LAYOUT
+
+
+def flatten_range(call: cst.Call) -> Optional[tuple[int, int]]:
+    """`(start_dim, end_dim)` of a `.flatten(...)` spelled with literal ints (defaults 0, -1)."""
+    values = {"start_dim": 0, "end_dim": -1}
+    positional = [arg for arg in call.args if arg.keyword is None]
+    for name, arg in zip(("start_dim", "end_dim"), positional):
+        number = _int(arg.value)
+        if number is None:
+            return None
+        values[name] = number
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in values:
+            number = _int(arg.value)
+            if number is None:
+                return None
+            values[arg.keyword.value] = number
+    return values["start_dim"], values["end_dim"]
+
+
+def _int(expr: cst.BaseExpression) -> Optional[int]:
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    if is_minus_one(expr):
+        return -1
+    return None
 
 
 def paged_kv(ctx: FileContext) -> PagedKV:

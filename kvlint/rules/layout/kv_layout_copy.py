@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import libcst as cst
 
@@ -10,7 +10,19 @@ from kvlint.api.contract import Contract
 from kvlint.analysis.dataflow import function_flow
 from kvlint.analysis.index import CallSite
 from kvlint.api.rule import FileContext, Rule
-from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
+from kvlint.rules.layout._paged_kv import (
+    IN_PAGE,
+    PAGES,
+    REST,
+    ROW,
+    SLOTS,
+    Layout,
+    flatten_range,
+    merges_pages,
+    paged_kv,
+    paged_kv_trigger,
+)
+from kvlint.rules.layout._view_shape import is_minus_one
 from kvlint.analysis.index import module_index
 from kvlint.api.types import Invalid, Severity, Valid
 
@@ -32,6 +44,26 @@ class KvLayoutCopy(Rule):
     accessor (`get_key_buffer`, `get_kv_buffer`, `k_buffer[...]`, ...)
     through assignments, slices and `paged_view`-family results, or a
     parameter named like a KV cache (`k_cache`, `kv_cache_raw`, ...).
+
+    Only a call that really packs across the slot stride is flagged, as far as
+    the code states the tensor's dims (see `kvlint explain KV201` for what
+    counts as paged KV and how its layout is tracked): `.contiguous()`, a
+    `.flatten()` of every dim, and a `.flatten(0, e)`/`.reshape` that merges
+    the slot dim (or the in-page dim) with a row dim. Merging the page and
+    in-page dims of a page view (`.flatten(0, 1)`, `.reshape(-1, H, D)` of a
+    `(pages, page_size, H, D)` view) is a view on a token-major pool and is
+    silent; so is a reshape that keeps the tensor's last two dims as they are
+    (`x.reshape(-1, 1, x.shape[-2], x.shape[-1])`). Where the code does not
+    say what dim 0 holds (a parameter named like a cache; a buffer in a
+    directory whose pools allocate page-split buffers), only `.contiguous()`
+    and a whole `.flatten()` are reported.
+
+    Not pool views, never flagged: a host cache's buffers (`HostKVCache` and
+    its subclasses, by class hierarchy across the tree, `host-cache-classes`)
+    and, inside a pool class's own methods, `self.k_buffer[...]` /
+    `self.get_key_buffer(...)`: the pool's own allocation (`pool-classes`,
+    learned as the classes that assign a buffer attribute, and their
+    subclasses).
 
     ## Why is this bad?
     On a contiguous per-layer buffer these calls return a view, so code that
@@ -64,7 +96,11 @@ class KvLayoutCopy(Rule):
     wanted, is a decision only the author can make.
 
     ## Options
-    `buffer-accessors`, `kv-name-fallback` in `[tool.kvlint.contract]`.
+    `buffer-accessors`, `kv-name-fallback`, `pool-classes`, `host-cache-classes`
+    and `page-split-paths` in `[tool.kvlint.contract]`, e.g.
+    `host-cache-classes = ["HostKVCache", "CpuPageCache"]` where a codebase
+    spells its host caches differently (their subclasses are found in the
+    tree), `pool-classes = [...]` to replace the learned list.
     """
 
     code = "KV202"
@@ -84,6 +120,37 @@ class KvLayoutCopy(Rule):
         Valid("import torch\n\ndef f(k_cache):\n    return torch.reshape(k_cache, (k_cache.shape[0], -1))\n"),
         # A local named like an accessor is a tensor; indexing it by loc gathers a copy.
         Valid("def f(pool, loc):\n    k_buffer, v_buffer = pool.get_kv_buffer(0)\n    k = k_buffer[loc]\n    return k.contiguous()\n"),
+        # Merging the page and in-page dims of a page view is a view on a token-major pool.
+        Valid(
+            "def f(pool, layer, page_size):\n"
+            "    k = pool.get_key_buffer(layer.layer_id).view(-1, page_size, 8, 128)\n"
+            "    return k.flatten(0, 1), k.reshape(-1, 8, 128)\n"
+        ),
+        Valid("def f(self, page_size):\n    return paged_view(self.kv_buffer[0], page_size).flatten(0, 1)\n"),
+        # The row kept as the tensor's own last dims: only token dims merge (a page view to page size 1).
+        Valid("def f(key_cache):\n    return key_cache.reshape(-1, 1, key_cache.shape[-2], key_cache.shape[-1])\n"),
+        # Dims not stated (a cache-named parameter, a buffer of a page-split pool): a merge of the
+        # first two dims may be the page merge, so it is not reported.
+        Valid("def f(k_cache, loc):\n    return k_cache.flatten(0, 1)[loc]\n"),
+        Valid(
+            "def f(self, i):\n    return self.swa_kv_pool.kv_buffer[i].flatten(0, 1)\n",
+            contract={"page-split-paths": "."},
+        ),
+        # A host cache's pages (`HostKVCache` and its subclasses) are CPU copies, not pool views.
+        Valid(
+            "class MHATokenToKVPoolHost(HostKVCache):\n"
+            "    def get_data_page(self, index, flat=True):\n"
+            "        data_page = self.kv_buffer[index]\n"
+            "        return data_page.flatten() if flat else data_page\n",
+            contract={"host-cache-classes": "HostKVCache,MHATokenToKVPoolHost"},
+        ),
+        # A pool's own allocation inside its own method.
+        Valid(
+            "class NPUPool(BasePool):\n"
+            "    def offload_buffers(self, i):\n"
+            "        return [self.k_buffer[i].flatten(0, 1), self.v_buffer[i].flatten(0, 1)]\n",
+            contract={"pool-classes": "NPUPool"},
+        ),
         # `torch` shadowed by a parameter is not the torch module.
         Valid("import torch\n\ndef f(torch, k_cache):\n    return torch.reshape(k_cache, (-1,))\n"),
     ]
@@ -103,7 +170,18 @@ class KvLayoutCopy(Rule):
             "import torch\n\ndef f(pool, n):\n    k = pool.get_key_buffer(0)[:n]\n    return torch.reshape(k, (-1, 128))\n",
         ),
         Invalid("def f(kv_cache, layer):\n    return kv_cache[:, :, layer.v_head_dim:].contiguous()\n"),
-        Invalid("def f(k_cache):\n    return k_cache.flatten(), k_cache.flatten(0, 1), k_cache.reshape(-1, 128)\n", expected_count=3),
+        # A parameter named like a cache has no stated dims: only merging every dim is known to pack.
+        Invalid("def f(k_cache):\n    return k_cache.flatten(), k_cache.flatten(0, 1), k_cache.reshape(-1, 128)\n", expected_count=1),
+        # A per-layer buffer is `(slots, row)`: merging the slot dim with the row packs a copy.
+        Invalid(
+            "def f(pool):\n    k = pool.get_key_buffer(0)\n    return k.flatten(0, 1), k.reshape(-1, 128)\n", expected_count=2
+        ),
+        # Merging pages, in-page and head dims crosses the slot stride (a start of 1 is not judged).
+        Invalid(
+            "def f(pool, page_size):\n"
+            "    k = paged_kv_view(pool.get_key_buffer(0), page_size, 8, 128)\n"
+            "    return k.flatten(1, 2), k.flatten(0, 2)\n",
+        ),
         Invalid(
             "from runtime_shim.paged import paged_view\n\n"
             "def f(self, page_size):\n    return paged_view(self.kv_buffer[0], page_size).contiguous()\n"
@@ -118,7 +196,10 @@ class KvLayoutCopy(Rule):
         tracker = paged_kv(ctx)
         for site in module_index(ctx).calls(*_COPY_METHODS):
             tensor = _copied_tensor(ctx, site)
-            if tensor is None or _keeps_slot_dim(site.call, tensor) or not tracker.holds(tensor, site.function):
+            if tensor is None or _keeps_slot_dim(site.call, tensor):
+                continue
+            layout = tracker.layout(tensor, site.function)
+            if layout is None or not _packs(site.call, tensor, layout):
                 continue
             func = site.call.func
             assert isinstance(func, cst.Attribute)
@@ -127,7 +208,7 @@ class KvLayoutCopy(Rule):
                 site.call,
                 f"`{copy}` on paged KV `{ctx.code_for(tensor)}` packs a copy: on a "
                 f"token-major pool it drops the entry stride and copies every row, and writes to the copy never "
-                f"reach the pool; keep the view (`paged_view`) or make the copy explicit, with a comment saying why",
+                f"reach the pool; keep the view (`paged_view`) or make the copy explicit, with a comment saying why"
             )
 
 
@@ -150,6 +231,78 @@ def _is_torch_module(ctx: FileContext, site: CallSite, expr: cst.BaseExpression)
     if not isinstance(expr, cst.Name) or module_index(ctx).imports.get(expr.value) != "torch":
         return False
     return site.function is None or function_flow(ctx, site.function).reaching(expr) is None
+
+
+def _packs(call: cst.Call, tensor: cst.BaseExpression, layout: Layout) -> bool:
+    """Whether the call packs across the slot stride, as far as `layout` says.
+
+    `.contiguous()` always copies a strided view. `.flatten(0, e)` and
+    `.reshape` merge dims: merging the page and in-page dims of a page view is
+    a view (the in-page stride times the page size is the page stride); merging
+    a slot or in-page dim with a row dim is a copy. Where the layout does not
+    say what dim 0 holds (a parameter named like a cache, a buffer of a
+    page-split pool), only a merge of every dim is known to pack.
+    """
+    func = call.func
+    assert isinstance(func, cst.Attribute)
+    method = func.attr.value
+    if method == "contiguous":
+        return True
+    if method == "flatten":
+        span = flatten_range(call)
+        if span is None:
+            return layout[0] == SLOTS
+        start, end = span
+        if end == -1:
+            return True
+        merges = merges_pages(layout, end)
+        return merges is False
+    args = [arg for arg in call.args if arg.keyword is None][0 if func.value is tensor else 1 :]
+    if len(args) == 1 and isinstance(args[0].value, (cst.Tuple, cst.List)):
+        args = [cst.Arg(element.value) for element in args[0].value.elements]
+    if _keeps_trailing_row(args, tensor):
+        return False
+    if layout[:2] == (PAGES, IN_PAGE) and ROW in layout and REST not in layout:
+        # `(pages, in-page, *row)` to `(-1, *row)`: the page merge, a view.
+        row = len(layout) - 2
+        return not (len(args) == row + 1 and is_minus_one(args[0].value))
+    return layout[0] == SLOTS
+
+
+def _keeps_trailing_row(args: Sequence[cst.Arg], tensor: cst.BaseExpression) -> bool:
+    """`x.reshape(-1, 1, x.shape[-2], x.shape[-1])`: the last dims of `x` kept as they are (at least two,
+    a whole `(H, D)` row), the leading ones `-1` or `1`: only token dims merge, a view."""
+    kept = 0
+    for arg in reversed(args):
+        if _is_own_dim(arg.value, tensor, -(kept + 1)):
+            kept += 1
+        else:
+            break
+    leading = args[: len(args) - kept]
+    return kept >= 2 and bool(leading) and all(
+        is_minus_one(arg.value) or (isinstance(arg.value, cst.Integer) and arg.value.evaluated_value == 1)
+        for arg in leading
+    )
+
+
+def _is_own_dim(expr: cst.BaseExpression, tensor: cst.BaseExpression, index: int) -> bool:
+    """`tensor.shape[index]` or `tensor.size(index)` for a negative literal `index`."""
+    def negative(value: cst.BaseExpression) -> bool:
+        return (
+            isinstance(value, cst.UnaryOperation)
+            and isinstance(value.operator, cst.Minus)
+            and isinstance(value.expression, cst.Integer)
+            and -int(value.expression.evaluated_value) == index
+        )
+
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+        element = expr.slice[0].slice if len(expr.slice) == 1 else None
+        return (
+            isinstance(element, cst.Index) and negative(element.value) and expr.value.value.deep_equals(tensor)
+        )
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "size":
+        return len(expr.args) == 1 and negative(expr.args[0].value) and expr.func.value.deep_equals(tensor)
+    return False
 
 
 def _keeps_slot_dim(call: cst.Call, tensor: cst.BaseExpression) -> bool:

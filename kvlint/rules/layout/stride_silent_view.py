@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional, Sequence
 
 import libcst as cst
 
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
-from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
+from kvlint.rules.layout._paged_kv import SLOTS, paged_kv, paged_kv_trigger
 from kvlint.rules.layout._view_shape import PAGE_SIZE_WORDS, is_page_split
 from kvlint.analysis.index import module_index
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
@@ -67,7 +68,18 @@ class StrideSilentView(Rule):
     ```
 
     ## Fix safety
-    Safe. On a contiguous buffer each helper returns exactly what the `.view`
+    Safe only where dim 0 is known to hold slots: the value is a buffer
+    accessor's per-layer `(slots, H, D)` or `(slots, D)` result (or a slice of
+    one) outside a directory whose pools allocate page-split buffers
+    (`page-split-paths`, learned from allocations such as
+    `torch.zeros((layers, pages, page_size, 1, D))`). A parameter named like a
+    cache, or a buffer next to a page-split pool, may already be
+    `(pages, page_size, H, D)`: the helpers would assert or return a wrong
+    shape, so the finding has no fix and its message says what kvlint could
+    not know. The fix is unsafe, and says so, when the scanned tree defines no
+    paged helper and `paged-helpers-module` is not pinned.
+
+    Where it is offered: on a contiguous buffer each helper returns exactly what the `.view`
     returned (same shape, strides and storage); on a token-major view it
     returns the same shape with the slot stride in the page dims, and raises
     where the `.view` would have raised (a slot count not divisible by the
@@ -158,10 +170,11 @@ class StrideSilentView(Rule):
             "    return paged_view(kv, page_size)\n",
             contract=_RUNTIME_SHIM,
         ),
-        # A parameter named like a cache (the fallback), multi-line call kept multi-line.
+        # A multi-line call kept multi-line.
         Invalid(
             "from runtime_shim import paged as P\n\n"
-            "def f(self, k_cache_raw, layer):\n"
+            "def f(self, layer):\n"
+            "    k_cache_raw = self.token_to_kv_pool.get_key_buffer(layer.layer_id)\n"
             "    return k_cache_raw.view(\n"
             "        -1,\n"
             "        self.page_size,\n"
@@ -169,7 +182,8 @@ class StrideSilentView(Rule):
             "        layer.head_dim,\n"
             "    )\n",
             expected_replacement="from runtime_shim import paged as P\n\n"
-            "def f(self, k_cache_raw, layer):\n"
+            "def f(self, layer):\n"
+            "    k_cache_raw = self.token_to_kv_pool.get_key_buffer(layer.layer_id)\n"
             "    return P.paged_kv_view(\n"
             "        k_cache_raw,\n"
             "        self.page_size,\n"
@@ -193,6 +207,38 @@ class StrideSilentView(Rule):
         ),
     ]
 
+    # Where dim 0 is not known to hold slots the finding stays, with no safe fix.
+    INVALID += [
+        # A parameter named like a cache (the fallback): its dims are not stated.
+        Invalid("def f(self, k_cache_raw, layer):\n    return k_cache_raw.view(-1, self.page_size, 8, 128)\n"),
+        # A buffer of a pool that allocates page-split `(pages, page_size, H, D)` buffers
+        # (`page-split-paths` holds this file's directory): dim 0 may hold pages.
+        Invalid(
+            "def f(self, layer):\n"
+            "    v = self.token_to_kv_pool.get_value_buffer(layer.layer_id)\n"
+            "    return v.view(-1, self.page_size, layer.tp_v_head_num * layer.v_head_dim)\n",
+            contract={"page-split-paths": "."},
+        ),
+        # The tree defines no paged helper: the finding says so and its fix is unsafe.
+        Invalid(
+            "def f(pool, layer, page_size):\n    return pool.get_key_buffer(0).view(-1, page_size, 8, 128)\n",
+            contract={"missing": "paged-helpers-module"},
+        ),
+    ]
+    VALID += [
+        # A pool class on its own allocation, in its own method (the NPU pool's scatter):
+        # the pool chose that layout; it is not a view the pool hands out.
+        Valid(
+            "import torch\n\n"
+            "class NPUPool(BasePool):\n"
+            "    def set_kv_buffer(self, layer_id, loc, cache_v):\n"
+            "        torch_npu.npu_scatter_nd_update_(\n"
+            "            self.v_buffer[layer_id].view(-1, 1, self.dim), loc.view(-1, 1), cache_v.view(-1, 1, self.dim)\n"
+            "        )\n",
+            contract={"pool-classes": "BasePool,NPUPool"},
+        ),
+    ]
+
     @classmethod
     def trigger_groups(cls, contract: Contract) -> tuple[tuple[str, ...], ...]:
         return ((".view(",), PAGE_SIZE_WORDS, *paged_kv_trigger(contract))
@@ -204,16 +250,37 @@ class StrideSilentView(Rule):
             if not isinstance(call.func, cst.Attribute) or not is_page_split(call.args):
                 continue
             tensor = call.func.value
-            if not tracker.holds(tensor, site.function):
+            layout = tracker.layout(tensor, site.function)
+            if layout is None:
                 continue
-            ctx.report(
-                call,
+            message = (
                 f"`{ctx.code_for(tensor)}.view(...)` pages paged KV without saying which stride it keeps: on a "
                 f"token-major pool the in-page stride is the whole entry, not what the shape suggests, and at "
                 f"page size 1 the page dim gets the row stride instead of the slot stride; nothing raises. "
-                f"Page it with `paged_view`, `paged_row_view` or `paged_kv_view`",
-                _fix(ctx, call, tensor),
+                f"Page it with `paged_view`, `paged_row_view` or `paged_kv_view`"
             )
+            fix: Optional[Replacement] = None
+            if layout[0] != SLOTS:
+                message += (
+                    f"; no fix: kvlint cannot tell whether dim 0 of `{ctx.code_for(tensor)}` holds slots "
+                    f"({_why_unknown(ctx)}), and the helpers assume it does"
+                )
+            else:
+                fix = _fix(ctx, call, tensor)
+                if fix is not None and not ctx.contract.has("paged-helpers-module"):
+                    message += (
+                        "; the scanned tree defines no paged helper (`paged_view`, `paged_row_view`, "
+                        "`paged_kv_view`), so the fix is unsafe: pin `paged-helpers-module` in "
+                        "[tool.kvlint.contract] once the helpers exist"
+                    )
+                    fix = replace(fix, applicability=Applicability.UNSAFE)
+            ctx.report(call, message, fix)
+
+
+def _why_unknown(ctx: FileContext) -> str:
+    if ctx.contract.in_page_split_path(ctx.path):
+        return "pools next to this file allocate page-split `(pages, page_size, ...)` buffers, so an accessor may hand out either form"
+    return "it is neither a buffer accessor's per-layer `(slots, ...)` result nor a view of one"
 
 
 def _fix(ctx: FileContext, call: cst.Call, tensor: cst.BaseExpression) -> Optional[Replacement]:

@@ -11,6 +11,10 @@ from kvlint.api.rule import FileContext, Replacement, Rule
 from kvlint.analysis.index import module_index
 from kvlint.rules.write_loc._raw_loc import (
     RawLoc,
+    api_gaps,
+    gap_message,
+    lost_mark_phrase,
+    with_gaps,
     factory_for,
     loc_argument,
     marked_call,
@@ -64,6 +68,13 @@ class BareWriteLoc(Rule):
     ## Options
     `write-doors`, `loc-attributes`, `write-loc-class`, `write-loc-module`,
     `mark`, `batch-mark`, `batch-factory` in `[tool.kvlint.contract]`.
+
+    The fix is safe only where the scanned tree defines what it calls (the
+    write-loc class, its `for_batch`, its mark for a wrapped slice) or the
+    contract pins it; otherwise it is unsafe, and the message names the
+    missing API and the key that pins it. The message speaks the tree's
+    vocabulary: its mark's name, and a door that refuses an unmarked loc only
+    where one of the tree's write doors checks the mark.
     """
 
     code = "KV101"
@@ -262,14 +273,24 @@ class BareWriteLoc(Rule):
                 loc = raw_loc(ctx, arg.value, site.function)
                 if loc is None:
                     continue
-                ctx.report(arg.value, self._message(ctx, door, arg.value, loc), self._fix(ctx, arg.value, loc))
+                fix = self._fix(ctx, arg.value, loc)
+                gaps = api_gaps(ctx, *self._needs(loc)) if fix is not None else []
+                message = self._message(ctx, door, arg.value, loc) + gap_message(gaps)
+                ctx.report(arg.value, message, with_gaps(fix, gaps))
+
+    @staticmethod
+    def _needs(loc: RawLoc) -> tuple[str, ...]:
+        """The contract keys naming the APIs the fix for `loc` calls."""
+        if loc.form == "slice":
+            return ("write-loc-module", "mark", "batch-mark")
+        return ("write-loc-module", "batch-factory")
 
     def _message(self, ctx: FileContext, door: str, value: cst.BaseExpression, loc: RawLoc) -> str:
         shown = ctx.code_for(value)
         what = f"the batch's raw `{shown}`" if raw_loc_batch(value, ctx.contract) is not None else (
             f"`{shown}`, the batch's raw loc"
         )
-        message = f"`{door}` receives {what}: the id-space mark is lost and a unified pool's write door refuses an unmarked loc"
+        message = f"`{door}` receives {what}: {lost_mark_phrase(ctx)}"
         if loc.form == "layer" and not ctx.contract.layer_factory:
             message += "; the contract has no layer factory, so wrap each branch's loc with its own mark"
         elif loc.form == "mixed":

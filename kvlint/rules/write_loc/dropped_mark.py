@@ -55,7 +55,13 @@ class DroppedMark(Rule):
     outer mark or a mark of its own is the author's decision.
 
     ## Options
-    `write-doors` and `mark` in `[tool.kvlint.contract]`.
+    `write-doors` and `mark` in `[tool.kvlint.contract]`; `mark-predicate`
+    (learned: a function of the write-loc class's module that tests
+    `isinstance(x, KVWriteLoc)` and reads the mark, such as
+    `write_loc_is_physical`) is what the suggestion reads the incoming mark
+    with. Without one the suggestion uses `getattr(loc_info, "<mark>", <unmarked>)`,
+    never `loc_info.<mark>`, which a bare tensor (accepted by the tree's
+    unwrap) does not have.
     """
 
     code = "KV103"
@@ -163,8 +169,18 @@ class DroppedMark(Rule):
                 arg.value,
                 f"`{door_method.name.value}` forwards `{ctx.code_for(arg.value)}`, taken out of the incoming "
                 f"`{incoming.name.value}`, to `{door}`: the mark is dropped; pass a write loc that carries it, "
-                f"e.g. `{ctx.contract.write_loc_class}(..., {ctx.contract.mark}={incoming.name.value}.{ctx.contract.mark})`",
+                f"e.g. `{ctx.contract.write_loc_class}(..., {ctx.contract.mark}={_incoming_mark(ctx, incoming.name.value)})`",
             )
+
+
+def _incoming_mark(ctx: FileContext, incoming: str) -> str:
+    """The incoming loc's mark, read the tree's way: its predicate (`write_loc_is_physical(loc_info)`)
+    accepts a bare tensor too, where `loc_info.physical` would raise `AttributeError`."""
+    predicate = ctx.contract.mark_predicate
+    if predicate:
+        return f"{predicate}({incoming})"
+    unmarked = "False" if ctx.contract.mark == "physical" else '"virtual"'
+    return f'getattr({incoming}, "{ctx.contract.mark}", {unmarked})'
 
 
 def _callee(call: cst.Call) -> str:

@@ -11,6 +11,9 @@ from kvlint.api.rule import FileContext, Replacement, Rule
 from kvlint.analysis.index import module_index
 from kvlint.rules.write_loc._raw_loc import (
     RawLoc,
+    api_gaps,
+    gap_message,
+    with_gaps,
     factory_for,
     keyword_argument,
     mark_argument,
@@ -145,6 +148,9 @@ class UnmarkedWriteLoc(Rule):
         return ((contract.write_loc_class,),)
 
     def check(self, ctx: FileContext) -> None:
+        if not ctx.contract.has("mark") and ctx.contract.has("write-loc-module"):
+            # The tree defines its write-loc class, without a mark field: no keyword to leave out.
+            return
         index = module_index(ctx)
         names = {ctx.contract.write_loc_class}
         names.update(local for local, origin in index.imports.items() if origin.rsplit(".", 1)[-1] in names)
@@ -154,14 +160,19 @@ class UnmarkedWriteLoc(Rule):
                 continue
             value = _loc_value(call)
             loc = raw_loc(ctx, value, site.function) if value is not None else None
-            message = (
-                f"`{ctx.code_for(call.func)}(...)` has no `{ctx.contract.mark}=`: the write loc says the "
-                f"untranslated id space whatever its ids are"
+            default = (
+                f"defaults to `{ctx.contract.mark}=False` whatever its ids are"
+                if ctx.contract.mark == "physical"
+                else "says the untranslated id space whatever its ids are"
             )
+            message = f"`{ctx.code_for(call.func)}(...)` has no `{ctx.contract.mark}=`: the write loc {default}"
             fix = self._fix(ctx, call, loc) if loc is not None else None
             if fix is None:
                 message += f"; state the mark (`{ctx.contract.mark}=...`) or build it with a factory"
-            ctx.report(call, message, fix)
+            assert loc is not None or fix is None
+            needs = ("mark", "batch-mark") if loc is not None and loc.form == "slice" else ("batch-factory",)
+            gaps = api_gaps(ctx, *needs) if fix is not None else []
+            ctx.report(call, message + gap_message(gaps), with_gaps(fix, gaps))
 
     def _fix(self, ctx: FileContext, call: cst.Call, loc: RawLoc) -> Optional[Replacement]:
         extra = _extra_as_keywords(call, ctx.contract.write_loc_fields)

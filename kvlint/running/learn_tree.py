@@ -1,0 +1,261 @@
+"""What learning reads across the whole tree: class hierarchies, allocations, import spellings.
+
+Split from `kvlint.running.learn` (which fills the contract) so each stays
+readable; see its docstring for what is learned and why.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from kvlint.api.config import Config
+from kvlint.api.contract import AUTO, Contract
+from kvlint.running.discovery import display_path
+
+DOOR_DEF = re.compile(rb"def\s+_?set_\w*kv_buffer\s*\(")
+
+
+@dataclass
+class Learned:
+    values: dict[str, object] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    # The file defining the API behind a module key: its import spelling is learned afterwards.
+    defining: dict[str, Path] = field(default_factory=dict)
+
+    def set(self, key: str, value: object, path: Path, line: int) -> None:
+        self.values[key] = value
+        self.sources[key] = f"learned from {display_path(path, Path.cwd())}:{line}"
+
+
+@lru_cache(maxsize=16)
+def parsed_tree(data: bytes) -> Optional[ast.Module]:
+    # Several learners read the same defining files (the batch class, the pool).
+    try:
+        return ast.parse(data)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def learn_mark_predicate(cls: str, mark: str, tree: ast.Module, path: Path, learned: Learned) -> None:
+    """A module function of the write-loc class's file that tests the mark: one parameter,
+    `isinstance(param, <cls>)` and `param.<mark>` in its body (`write_loc_is_physical`)."""
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or len(node.args.args) != 1:
+            continue
+        param = node.args.args[0].arg
+        reads_mark = tests_class = False
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Attribute) and inner.attr == mark and isinstance(inner.value, ast.Name):
+                reads_mark = reads_mark or inner.value.id == param
+            if (
+                isinstance(inner, ast.Call)
+                and isinstance(inner.func, ast.Name)
+                and inner.func.id == "isinstance"
+                and len(inner.args) == 2
+                and isinstance(inner.args[1], ast.Name)
+                and inner.args[1].id == cls
+            ):
+                tests_class = True
+        if reads_mark and tests_class:
+            learned.set("mark-predicate", node.name, path, node.lineno)
+            return
+
+
+_FROM_IMPORT = re.compile(rb"^[ \t]*from[ \t]+([A-Za-z_][\w.]*)[ \t]+import\b", re.MULTILINE)
+
+
+def learn_import_spellings(config: Config, files: list[tuple[Path, bytes]], learned: Learned) -> None:
+    """Spell each learned module the way the tree imports its defining file.
+
+    First the most common absolute `from M import ...` among the tree's own
+    files that names the defining file; else the file's path below a package
+    root that some resolving import of the tree reveals (a namespace package
+    has no `__init__.py` to climb); else what `module_path` found.
+    """
+    keys = [key for key in ("write-loc-module", "paged-helpers-module") if key in learned.defining]
+    if not keys:
+        return
+    counts: dict[str, int] = {}
+    for _, data in files:
+        for match in _FROM_IMPORT.finditer(data):
+            module = match.group(1).decode("ascii", "replace")
+            counts[module] = counts.get(module, 0) + 1
+    for key in keys:
+        path = learned.defining[key]
+        spelled = _imported_as(path, counts) or _below_package_root(path, files, counts)
+        if spelled:
+            learned.values[key] = spelled
+
+
+def _module_suffixes(path: Path) -> set[str]:
+    """Every dotted tail a module path for `path` may end with (`a.b.c`, `b.c`, `c`)."""
+    resolved = path.resolve()
+    parts = list(resolved.parent.parts[1:]) + ([] if resolved.stem == "__init__" else [resolved.stem])
+    return {".".join(parts[i:]) for i in range(len(parts)) if all(p.isidentifier() for p in parts[i:])}
+
+
+def _imported_as(path: Path, counts: Mapping[str, int]) -> Optional[str]:
+    suffixes = _module_suffixes(path)
+    candidates = [(count, module) for module, count in counts.items() if "." in module and module in suffixes]
+    if not candidates:
+        return None
+    # The most common spelling; the longest on a tie (the most qualified).
+    return max(candidates, key=lambda item: (item[0], len(item[1])))[1]
+
+
+def _below_package_root(path: Path, files: list[tuple[Path, bytes]], counts: Mapping[str, int]) -> Optional[str]:
+    """`path`'s module below a directory the tree's imports resolve from."""
+    resolved = path.resolve()
+    by_name: dict[str, list[str]] = {}
+    for file, _ in files:
+        stem = file.resolve().with_suffix("").as_posix()
+        if stem.endswith("/__init__"):
+            stem = stem[: -len("/__init__")]
+        by_name.setdefault(stem.rsplit("/", 1)[-1], []).append(stem)
+    roots: dict[str, int] = {}
+    for module, count in counts.items():
+        if "." not in module:
+            continue
+        tail = "/" + module.replace(".", "/")
+        for stem in by_name.get(module.rsplit(".", 1)[-1], ()):
+            if stem.endswith(tail):
+                root = stem[: -len(tail)]
+                roots[root] = roots.get(root, 0) + count
+    for root, _ in sorted(roots.items(), key=lambda item: -item[1]):
+        try:
+            relative = resolved.with_suffix("").relative_to(root)
+        except ValueError:
+            continue
+        parts = [part for part in relative.parts if part != "__init__"]
+        if parts and all(part.isidentifier() for part in parts):
+            return ".".join(parts)
+    return None
+
+
+_CLASS_HEADER = re.compile(rb"^[ \t]*class[ \t]+(\w+)[ \t]*\(([^)]*)\)", re.MULTILINE)
+_BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*=")
+
+
+def _subclass_closure(roots: set[str], files: list[tuple[Path, bytes]]) -> set[str]:
+    """`roots` and every class of the tree deriving from one of them (by `class X(Base):` headers)."""
+    bases: dict[str, set[str]] = {}
+    for _, data in files:
+        if b"class " not in data:
+            continue
+        for match in _CLASS_HEADER.finditer(data):
+            name = match.group(1).decode()
+            for base in re.split(rb"[,\s]+", match.group(2)):
+                base_name = base.rsplit(b".", 1)[-1].decode("ascii", "replace")
+                if base_name.isidentifier():
+                    bases.setdefault(name, set()).add(base_name)
+    closure = set(roots)
+    changed = True
+    while changed:
+        changed = False
+        for name, parents in bases.items():
+            if name not in closure and parents & closure:
+                closure.add(name)
+                changed = True
+    return closure
+
+
+def learn_pool_classes(contract: Contract, config: Config, files: list[tuple[Path, bytes]], learned: Learned) -> None:
+    """Pool classes (own a buffer attribute), host caches, and where pools allocate page-split buffers."""
+    attributes = {name for name in contract.buffer_accessors if not name.startswith("get_")}
+    needles = [f"self.{name}".encode() for name in attributes]
+    owners: set[str] = set()
+    split_dirs: dict[str, tuple[Path, int]] = {}
+    first: Optional[tuple[Path, int]] = None
+    for path, data in files:
+        if not any(needle in data for needle in needles):
+            continue
+        if not any(m.group(1).decode() in attributes for m in _BUFFER_ASSIGN.finditer(data)):
+            continue
+        tree = parsed_tree(data)
+        if tree is None:
+            continue
+        for klass in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+            for node in ast.walk(klass):
+                if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    continue
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if not any(_self_attribute(target) in attributes for target in targets):
+                    continue
+                owners.add(klass.name)
+                first = first or (path, klass.lineno)
+                if node.value is not None and _allocates_page_split(node.value):
+                    directory = path.resolve().parent.as_posix()
+                    split_dirs.setdefault(directory, (path, node.lineno))
+    if config.contract_value("pool-classes") == AUTO and first is not None:
+        learned.set("pool-classes", tuple(sorted(_subclass_closure(owners, files))), *first)
+    if config.contract_value("page-split-paths") == AUTO and split_dirs:
+        where = next(iter(split_dirs.values()))
+        learned.set("page-split-paths", tuple(sorted(split_dirs)), *where)
+    configured_hosts = config.contract_value("host-cache-classes")
+    roots = set(contract.host_cache_classes if configured_hosts == AUTO else configured_hosts)
+    hosts = _subclass_closure(roots, files)
+    if hosts != roots:
+        learned.values["host-cache-classes"] = tuple(sorted(hosts))
+        learned.sources["host-cache-classes"] = f"learned: {', '.join(sorted(roots))} and their subclasses in the tree"
+
+
+def _self_attribute(target: ast.expr) -> Optional[str]:
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        return target.attr
+    return None
+
+
+def _allocates_page_split(value: ast.expr) -> bool:
+    """`torch.zeros((..., page_size, ...))` (or `empty`, a list of them): a shape stating a page-size dim."""
+    for node in ast.walk(value):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in ("zeros", "empty", "ones", "full", "randn"):
+            continue
+        dims: list[ast.expr] = []
+        if node.args and isinstance(node.args[0], (ast.Tuple, ast.List)):
+            dims = list(node.args[0].elts)
+        elif node.args:
+            dims = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
+        if any(_names_page_size(dim) for dim in dims[:-1]):
+            return True
+    return False
+
+
+def _names_page_size(node: ast.expr) -> bool:
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+    return isinstance(name, str) and ("page_size" in name or "PAGE_SIZE" in name)
+
+
+def learn_door_checks(contract: Contract, learned: Learned, files: list[tuple[Path, bytes]]) -> None:
+    """Whether some write door of the tree reads the mark (or calls the mark predicate): only then
+    does an unmarked loc get refused, and only then may a message say so."""
+    mark = str(learned.values.get("mark", "")) if "mark" in learned.values else ""
+    if not mark:
+        return
+    predicate = str(learned.values.get("mark-predicate", ""))
+    learned_doors: Any = learned.values.get("write-doors", contract.write_doors)
+    doors = dict(learned_doors)
+    mark_read = f".{mark}".encode()
+    for path, data in files:
+        if mark_read not in data and not (predicate and predicate.encode() in data):
+            continue
+        if not DOOR_DEF.search(data):
+            continue
+        tree = parsed_tree(data)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.FunctionDef) and node.name in doors):
+                continue
+            for inner in ast.walk(node):
+                if (isinstance(inner, ast.Attribute) and inner.attr == mark) or (
+                    predicate and isinstance(inner, ast.Name) and inner.id == predicate
+                ):
+                    learned.set("door-checks-mark", True, path, node.lineno)
+                    return
