@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, TypeVar
 
 from kvlint.api.contract import Contract
+from kvlint.api.helpers import NO_HELPER_FACTS, HelperFacts
 from kvlint.api.types import Applicability, Invalid, ProjectInvalid, ProjectValid, Severity, Valid
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ class FileContext:
     violations: list[Violation] = field(default_factory=list)
     _analyses: dict[object, Any] = field(default_factory=dict)
     current_code: str = ""
+    # What the project index knows of the helpers this file calls (`kvlint.api.helpers`).
+    helpers: HelperFacts = NO_HELPER_FACTS
 
     def report(self, node: cst.CSTNode, message: str, fix: Optional[Replacement] = None) -> None:
         self.violations.append(Violation(self.current_code, node, message, fix))

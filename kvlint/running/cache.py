@@ -37,7 +37,7 @@ from kvlint.running.prefilter import Triggers
 from kvlint.api.types import FileOutcome, Finding
 
 # Bumped when the layout of a cache file changes.
-FORMAT = 2
+FORMAT = 3
 MAX_RUN_KEYS = 16
 STALE_TEMP_S = 3600
 GITIGNORE = "# Automatically created by kvlint.\n*\n"
@@ -66,6 +66,10 @@ class _Contents:
     project: dict[str, ProjectEntry] = field(default_factory=dict)
     # What the selected rules look for, so a run need not import them to skip a file.
     triggers: Optional[Triggers] = None
+    # The project index: each file's `ast` summary by content, and the checked files'
+    # helper views under the digest of the whole scope they were resolved in.
+    summaries: dict[str, tuple[bytes, Any]] = field(default_factory=dict)
+    views: tuple[bytes, dict[str, Any]] = (b"", {})
 
 
 def digest(data: bytes) -> bytes:
@@ -125,6 +129,24 @@ class ResultCache:
         self._contents.triggers = triggers
         self._dirty = True
 
+    def summary(self, path: str, content_digest: bytes) -> Any:
+        """The project index's summary of `path` at this content, or None."""
+        entry = self._contents.summaries.get(path)
+        return entry[1] if entry is not None and entry[0] == content_digest else None
+
+    def store_summary(self, path: str, content_digest: bytes, summary: Any) -> None:
+        self._contents.summaries[path] = (content_digest, summary)
+        self._dirty = True
+
+    def views(self, scope: bytes) -> Optional[dict[str, Any]]:
+        """Helper views resolved over a scope with this digest, or None."""
+        key, views = self._contents.views
+        return views if key == scope else None
+
+    def store_views(self, scope: bytes, views: dict[str, Any]) -> None:
+        self._contents.views = (scope, views)
+        self._dirty = True
+
     def project(self, code: str, inputs: bytes, digests: dict[str, bytes]) -> Optional[ProjectEntry]:
         entry = self._contents.project.get(code)
         if entry is None or entry.inputs != inputs:
@@ -153,6 +175,11 @@ class ResultCache:
                 self._contents.files[path] = entry
         self._contents.files = {
             path: entry for path, entry in self._contents.files.items() if path in seen or os.path.exists(path)
+        }
+        for path, summary in merged.summaries.items():
+            self._contents.summaries.setdefault(path, summary)
+        self._contents.summaries = {
+            path: entry for path, entry in self._contents.summaries.items() if path in seen or os.path.exists(path)
         }
         try:
             _prepare(self._directory, self._path.parent)

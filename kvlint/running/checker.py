@@ -17,7 +17,7 @@ import libcst as cst
 from kvlint.analysis.locate import locate
 from kvlint.running.fragment import skeleton
 from kvlint.running.preparse import Unparsable, python_tree, too_large
-from kvlint.running.plan import CheckRequest, project_groups, rule_groups, whole_file_groups
+from kvlint.running.plan import CheckRequest, helper_words, project_groups, rule_groups, whole_file_groups, with_words
 from kvlint.running.prefilter import passes
 from kvlint.api.rule import FileContext, Replacement, Rule, Violation
 from kvlint.running.decide import Candidate, FileDecisions, fingerprint
@@ -57,7 +57,7 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     errors: list[RunError] = []
     facts: dict[str, Any] = {}
     for project_rule in request.project_rules:
-        ctx = FileContext(request.path, module, request.contract)
+        ctx = FileContext(request.path, module, request.contract, helpers=request.helpers)
         try:
             extracted = project_rule.extract(ctx)
         except Exception:  # noqa: BLE001 - isolation: one rule's crash must not stop the run
@@ -66,7 +66,7 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
         if extracted is not None:
             facts[project_rule.code] = extracted
 
-    ctx = FileContext(request.path, module, request.contract)
+    ctx = FileContext(request.path, module, request.contract, helpers=request.helpers)
     errors.extend(_run_rules(ctx, request.rules))
     findings, kept, open_suppressions = _to_findings(request, module, ctx.violations)
     fixed_source: Optional[bytes] = None
@@ -90,7 +90,8 @@ def _source_to_parse(request: CheckRequest, data: bytes, tree: ast.Module) -> by
     contract = request.contract
     if any(passes(data, whole_file_groups(type(rule), rule.options, contract)) for rule in project_rules):
         return data
-    groups = [rule_groups(rule, contract) for rule in request.rules]
+    words = helper_words(request.helpers)
+    groups = [with_words(rule_groups(rule, contract), words) for rule in request.rules]
     groups += [project_groups(type(rule), rule.options, contract) for rule in project_rules]
     cut = skeleton(data, tree, groups)
     return data if cut is None else cut
@@ -176,7 +177,7 @@ def fixable_replacements(
     """
     if request.fix is None:
         return []
-    ctx = FileContext(request.path, module, request.contract)
+    ctx = FileContext(request.path, module, request.contract, helpers=request.helpers)
     if _run_rules(ctx, request.rules):
         return []
     violations = [v for v in ctx.violations if v.code not in request.ignored_codes]

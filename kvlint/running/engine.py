@@ -27,6 +27,7 @@ from kvlint.running.discovery import discover, display_path
 from kvlint.running.learn import learn_contract
 from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
+from kvlint.running.project_facts import helper_views, with_view
 from kvlint.running.selection import per_file_ignored
 from kvlint.running.decide import FileDecisions, project_candidate, unused_ignores
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
@@ -79,18 +80,36 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         log.debug("skipped %s: %s", skipped_path, reason)
     cwd = Path.cwd()
     sources, read_errors = _read_all(files, cwd)
-    phases.done("read", "%d files read, %d could not be", len(sources), len(read_errors))
-    contract = learn_contract(config, sources)
+    # Under --changed the rest of the scope is context: the contract, the helpers' facts and
+    # KV301's facts come from it as in a whole-tree run, but nothing is reported there.
+    context, _unread = _read_all([path for path in scope.files if path not in sources], cwd) if options.changed else ({}, [])
+    phases.done("read", "%d files read, %d could not be, %d of context", len(sources), len(read_errors), len(context))
+    contract = learn_contract(config, {**context, **sources})
     learned = [key for key, source in contract.sources if source.startswith("learned")]
     phases.done("contract", "learned from the tree: %s", ", ".join(learned) or "nothing")
     by_path = {display_path(path, cwd): data for path, data in sources.items()}
     config_paths = {display_path(path, cwd): _config_relative(path, config) for path in sources}
+    context_by_path = {display_path(path, cwd): data for path, data in context.items()}
+    config_paths.update({display_path(path, cwd): _config_relative(path, config) for path in context})
     result_cache = _open_cache(config, options, contract, cwd) if options.cache else None
-    digests = {shown: digest(data) for shown, data in by_path.items()} if result_cache else {}
 
     @cache
     def plan() -> Plan:
         return make_plan(config, options, contract)
+
+    triggers = result_cache.triggers if result_cache is not None else None
+    rules_from = "kept in the cache, rules not imported"
+    if triggers is None:
+        rules_from = "rules imported"
+        triggers = plan().triggers(options)
+        if result_cache is not None:
+            result_cache.store_triggers(triggers)
+    phases.done("rules", "%d selected rules' trigger words (%s)", len(triggers.groups), rules_from)
+    everything = {**context_by_path, **by_path}
+    digests = {shown: digest(data) for shown, data in everything.items()} if result_cache else {}
+    views = helper_views(everything, contract, result_cache, digests)
+    phases.done("index", "%d files call a helper the project index knows", len(views))
+    digests = {shown: with_view(content, views.get(shown)) for shown, content in digests.items()}
 
     checked: dict[str, _Checked] = {}
     # Files the cache says have a fix to apply go straight to the fixing pass.
@@ -108,17 +127,9 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         phases.done("cache", "off")
     else:
         phases.done("cache", "%d of %d files answered by the cache", len(by_path) - len(misses), len(by_path))
-    triggers = result_cache.triggers if result_cache is not None else None
-    rules_from = "kept in the cache, rules not imported"
-    if triggers is None:
-        rules_from = "rules imported"
-        triggers = plan().triggers(options)
-        if result_cache is not None:
-            result_cache.store_triggers(triggers)
     for shown in misses:
         checked[shown] = _Checked(None)
-    wanted = [shown for shown in misses if triggers.wanted(by_path[shown])]
-    phases.done("rules", "%d selected rules' trigger words (%s)", len(triggers.groups), rules_from)
+    wanted = [shown for shown in misses if triggers.wanted(by_path[shown]) or shown in views]
     phases.done(
         "prefilter", "%d files hold a selected rule's trigger words; %d do not and are not parsed",
         len(wanted), len(misses) - len(wanted),
@@ -127,10 +138,13 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         for shown in sorted(set(misses) - set(wanted)):
             log.debug("not parsed %s: no selected rule's trigger words", shown)
 
-    def check_files(shown_paths: list[str], with_options: RunOptions) -> None:
-        work = file_requests(plan(), with_options, config, contract, shown_paths, by_path, config_paths)
+    def check_files(shown_paths: list[str], with_options: RunOptions, into: dict[str, _Checked] = checked) -> None:
+        work = file_requests(plan(), with_options, config, contract, shown_paths, everything, config_paths, views)
+        if shown_paths and shown_paths[0] in context_by_path:
+            # Context files give only their project facts.
+            work = [(replace(request, rules=()), data) for request, data in work if request.project_rules]
         for (request, _data), result in zip(work, check_all(work, with_options.jobs, progress)):
-            checked[request.path] = _Checked(result.outcome, result.facts)
+            into[request.path] = _Checked(result.outcome, result.facts)
 
     # Fixing needs the whole file parsed; finding needs only the flaggable
     # functions. So `fix` first checks like `check`, then parses whole only the
@@ -170,9 +184,14 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         if outcome.fixed_source is not None:
             fixed[shown] = (by_path[shown], outcome.fixed_source)
 
-    project = _Project(plan, config, config_paths, by_path, digests, result_cache, options.fix)
+    project = _Project(plan, config, config_paths, everything, digests, result_cache, options.fix)
+    with_context = _with_context(checked, context_by_path, triggers, result_cache, digests,
+                                 lambda missing, into: check_files(missing, replace(options, fix=None), into))
+    order = [shown for shown in (display_path(path, cwd) for path in scope.files) if shown in with_context]
+    with_context = {shown: with_context[shown] for shown in order}
     for code in triggers.project_codes:
-        produced = project.run_rule(code, checked, fixed, errors)
+        produced = project.run_rule(code, with_context, fixed, errors)
+        produced = [finding for finding in produced if finding.path in by_path or finding.path not in everything]
         findings.extend(produced)
         phases.done("project", "%s: %d findings (%s)", code, len(produced), project.answered_by)
     for shown, result in checked.items():
@@ -185,6 +204,30 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     phases.total("%d findings, %d errors", len(findings), len(errors))
     errors.sort(key=lambda error: error.path)
     return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped)
+
+
+def _with_context(
+    checked: dict[str, _Checked],
+    context: dict[str, bytes],
+    triggers: Any,
+    result_cache: Optional[ResultCache],
+    digests: dict[str, bytes],
+    check_files: Callable[..., None],
+) -> dict[str, _Checked]:
+    """The checked files and, under --changed, the project facts of the rest of the scope:
+    from the cache where it has them, else extracted now (those results are not cached,
+    since their per-file rules did not run)."""
+    if not context or not triggers.project_codes:
+        return checked
+    found: dict[str, _Checked] = {}
+    for shown in context:
+        entry = result_cache.file(shown, digests[shown]) if result_cache is not None else None
+        if entry is not None:
+            found[shown] = _Checked(entry[1], entry[2], facts_pickled=True)
+    missing = [shown for shown, data in context.items() if shown not in found and triggers.wanted(data)]
+    if missing:
+        check_files(missing, found)
+    return {**found, **checked}
 
 
 def _open_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path) -> ResultCache:

@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 
 from kvlint.api.config import Config, TboConfig, load_config
 from kvlint.api.contract import Contract
+from kvlint.api.helpers import NO_HELPER_FACTS, HelperFacts
 from kvlint.running.prefilter import Groups, Triggers, encode_groups, passes
 from kvlint.running.selection import per_file_ignored, select_codes
 from kvlint.running.suppression import SUPPRESSION_WORDS
@@ -54,6 +55,8 @@ class CheckRequest:
     # None for `check`; the highest applicability to apply for `fix`.
     fix: Optional[Applicability] = None
     project_rules: tuple[ProjectRule, ...] = ()
+    # The project index's facts about the helpers this file calls.
+    helpers: HelperFacts = NO_HELPER_FACTS
 
 
 # Encoded trigger words by (rule class, options, contract): a worker encodes each once.
@@ -132,15 +135,25 @@ def file_requests(
     paths: Sequence[str],
     sources: dict[str, bytes],
     config_paths: dict[str, str],
+    views: Optional[dict[str, HelperFacts]] = None,
 ) -> list[tuple[CheckRequest, bytes]]:
-    """A check request for each of `paths` that some selected rule's trigger words make worth parsing."""
+    """A check request for each of `paths` that some selected rule's trigger words make worth parsing.
+
+    A file calling a helper the project index knows (`views`) also passes a rule's word
+    group by that helper's name: `set_kv_buffer(layer, self._kv_write_loc(fb), ...)` needs
+    no `out_cache_loc` of its own.
+    """
     # As in `make_plan`: the registry loads the rules and LibCST.
     from kvlint.running.registry import all_codes
 
     work: list[tuple[CheckRequest, bytes]] = []
     for shown in paths:
         data = sources[shown]
-        rules = tuple(rule for rule, groups in zip(plan.rules, plan.rule_groups) if passes(data, groups))
+        helpers = (views or {}).get(shown, NO_HELPER_FACTS)
+        words = helper_words(helpers)
+        rules = tuple(
+            rule for rule, groups in zip(plan.rules, plan.rule_groups) if passes(data, with_words(groups, words))
+        )
         project_rules = tuple(
             rule for rule, groups in zip(plan.project_rules, plan.project_groups) if passes(data, groups)
         )
@@ -155,9 +168,20 @@ def file_requests(
             report_unused_ignores=options.report_unused_ignores,
             fix=options.fix,
             project_rules=project_rules,
+            helpers=helpers,
         )
         work.append((request, data))
     return work
+
+
+def helper_words(helpers: HelperFacts) -> tuple[bytes, ...]:
+    """The names of the helpers a file calls that have a fact."""
+    return tuple(sorted({spelling[-1].encode() for _klass, spelling in helpers.by_call}))
+
+
+def with_words(groups: Groups, words: tuple[bytes, ...]) -> Groups:
+    """`groups` where each group also accepts `words`."""
+    return groups if not words else tuple((*group, *words) for group in groups)
 
 
 def codemod_request(path: str, codes: tuple[str, ...]) -> CheckRequest:

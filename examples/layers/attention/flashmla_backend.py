@@ -6,11 +6,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from examples.layers.attention.base_attn_backend import AttentionBackend
+
 if TYPE_CHECKING:
     from examples.model_executor.forward_batch_info import ForwardBatch
 
 
-class FlashMLABackend:
+class FlashMLABackend(AttentionBackend):
     def __init__(self, model_runner):
         config = model_runner.model_config
         self.page_size = model_runner.page_size
@@ -19,6 +21,12 @@ class FlashMLABackend:
         self.qk_rope_head_dim = config.qk_rope_head_dim
         self.kv_cache_dim = self.kv_lora_rank + self.qk_rope_head_dim
         self.forward_metadata = None
+
+    def forward_extend(self, q, k, k_rope, layer, forward_batch: ForwardBatch, save_kv_cache: bool = True):
+        if save_kv_cache:
+            # The loc comes from the inherited helper (base_attn_backend.py), which returns it bare.
+            self.token_to_kv_pool.set_mla_kv_buffer(layer, self._kv_write_loc(forward_batch), k, k_rope)
+        return self.forward_decode(q, k, k_rope, layer, forward_batch, save_kv_cache=False)
 
     def forward_decode(self, q, k, v, layer, forward_batch: ForwardBatch, save_kv_cache: bool = True):
         # The model wrote the latent row already (set_mla_kv_buffer in

@@ -44,6 +44,7 @@ from kvlint.api.contract import DEFAULT_KV_NAME_FALLBACK, PAGED_HELPERS, Contrac
 from kvlint.analysis.dataflow import Definition, function_flow
 from kvlint.analysis.index import callee_name, module_index, trailing_name
 from kvlint.rules.layout._view_shape import is_minus_one, is_page_split
+from kvlint.rules.layout._kept import kept_tensor, paged_helper
 from kvlint.api.rule import FileContext
 
 FALLBACK_NAME_WORDS = ("k_cache", "v_cache", "key_cache", "value_cache")
@@ -131,6 +132,14 @@ class PagedKV:
             return self._accessor_layout
         if name in _HELPER_LAYOUTS:
             return _HELPER_LAYOUTS[name]
+        # Across calls (`_kept`): a tensor-keeping call keeps its tensor (and layout); a paged
+        # helper's result is paged KV, `(slots, ...)` only when it returns the accessor's own result.
+        kept = kept_tensor(call)
+        if kept is not None:
+            return self._expr(kept, function, seen)
+        helper = paged_helper(self._ctx, call, function)
+        if helper is not None:
+            return self._accessor_layout if helper.returns_accessor else UNKNOWN_LAYOUT
         if not isinstance(call.func, cst.Attribute) or name not in ("view", "flatten", "reshape"):
             return None
         if name != "view":

@@ -23,6 +23,7 @@ from kvlint.rules.layout._paged_kv import (
     paged_kv_trigger,
 )
 from kvlint.rules.layout._view_shape import is_minus_one
+from kvlint.rules.layout._kept import helper_origin
 from kvlint.analysis.index import module_index
 from kvlint.api.types import Invalid, Severity, Valid
 
@@ -43,7 +44,11 @@ class KvLayoutCopy(Rule):
     tensor: a value that flows, inside one function, from a pool buffer
     accessor (`get_key_buffer`, `get_kv_buffer`, `k_buffer[...]`, ...)
     through assignments, slices and `paged_view`-family results, or a
-    parameter named like a KV cache (`k_cache`, `kv_cache_raw`, ...).
+    parameter named like a KV cache (`k_cache`, `kv_cache_raw`, ...), kept
+    through tensor-keeping calls (`.to`, `.type`, `.detach()`,
+    `.requires_grad_()`, `.view(dtype)`: each returns a tensor over the same
+    storage with the same strides) and out of helpers that return paged KV,
+    in this file or another (the message then names the helper).
 
     Only a call that really packs across the slot stride is flagged, as far as
     the code states the tensor's dims (see `kvlint explain KV201` for what
@@ -209,6 +214,7 @@ class KvLayoutCopy(Rule):
                 f"`{copy}` on paged KV `{ctx.code_for(tensor)}` packs a copy: on a "
                 f"token-major pool it drops the entry stride and copies every row, and writes to the copy never "
                 f"reach the pool; keep the view (`paged_view`) or make the copy explicit, with a comment saying why"
+                + helper_origin(ctx, tensor, site.function),
             )
 
 

@@ -11,6 +11,7 @@ from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
 from kvlint.rules.layout._paged_kv import SLOTS, paged_kv, paged_kv_trigger
 from kvlint.rules.layout._view_shape import PAGE_SIZE_WORDS, is_page_split
+from kvlint.rules.layout._kept import helper_origin
 from kvlint.analysis.index import module_index
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
 
@@ -36,6 +37,20 @@ class StrideSilentView(Rule):
     its tuple unpacking, `k_buffer[...]`, `v_buffer[...]`, `kv_buffer[...]`),
     through assignments, slices and `paged_view`-family results, or a
     parameter named like `k_cache`/`v_cache_raw` (the `kv-name-fallback`).
+
+    The fact survives *tensor-keeping calls*, which return the same tensor or
+    one over the same storage with the same strides: `.to(...)` and
+    `.type(...)` (and `torch.Tensor.to(x, ...)`: `self` when the dtype and
+    device already match, as on the paths that hand a kernel the pool's own
+    dtype), `.detach()`, `.requires_grad_()`, and `.view(dtype)` (the same
+    bytes reinterpreted; the slot stride is still the whole entry). A copy
+    (`.clone()`, an index by a tensor) ends it. It also crosses functions and
+    files: the result of a helper whose return may be paged KV (an accessor
+    result, a slice of one, a paged helper's result, or a tensor-keeping call
+    of one, through any chain of helpers) is paged KV in the caller, and the
+    message names the helper and where its buffer comes from. Dim 0 holds
+    slots only when the helper returns the accessor's own result; then the fix
+    is the same as for a direct view, else there is none.
 
     ## Why is this bad?
     Under the token-major pool a per-layer view is strided: its slot stride is
@@ -274,7 +289,7 @@ class StrideSilentView(Rule):
                         "[tool.kvlint.contract] once the helpers exist"
                     )
                     fix = replace(fix, applicability=Applicability.UNSAFE)
-            ctx.report(call, message, fix)
+            ctx.report(call, message + helper_origin(ctx, tensor, site.function), fix)
 
 
 def _why_unknown(ctx: FileContext) -> str:

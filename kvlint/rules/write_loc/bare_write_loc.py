@@ -22,6 +22,7 @@ from kvlint.rules.write_loc._raw_loc import (
     raw_loc_batch,
 )
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
+from kvlint.rules.write_loc._through_helpers import door_reports, parameter_reports
 
 
 class BareWriteLoc(Rule):
@@ -36,6 +37,20 @@ class BareWriteLoc(Rule):
     idiom `fb.out_cache_loc if not layer.is_cross_attention else
     fb.encoder_out_cache_loc`). A name with any other definition (a translator
     call, a parameter) is not flagged.
+
+    Through helpers, across functions and files (the project index): a door's
+    loc that is a call of a helper which may return the batch's raw loc on
+    some path (`set_mla_kv_buffer(layer, self._kv_write_loc(fb), ...)` with
+    `_kv_write_loc` inherited from a base class in another file), and a helper
+    call passing the batch's raw loc as a parameter that reaches a door's loc
+    unmarked through any chain of helpers (`self._store(layer,
+    fb.out_cache_loc, k, v)`). Both are reported in the caller, at the value
+    as it appears there; the message names the helper and the file:line of
+    the fact: where the raw loc is returned, or which door the parameter
+    reaches. Callees are module functions, `from x import f` / `import x`
+    across files, and `self`/`cls`/`super()` methods through the class
+    hierarchy (an override in the subclass wins); a callee kvlint cannot
+    resolve is no finding.
 
     ## Why is this bad?
     Under the token-major unified pool a virtual token id is in range and by
@@ -64,6 +79,13 @@ class BareWriteLoc(Rule):
     <mark>=fb.<batch mark>)`, the same ids under the same mark. An alias the
     rewrite leaves unused is kept: removing code is the author's call. The fix
     adds the `KVWriteLoc` import when the file lacks it.
+
+    Through a helper: a raw loc passed as a helper's door parameter gets the
+    same rewrite, safe when the helper uses that parameter only as door locs
+    (down its chain), unsafe otherwise (the helper may use it as a tensor). A
+    helper's raw return gets no fix in the caller: the change belongs in the
+    helper, and the message says so (return the factory from it), or why it
+    cannot (the helper also returns other values).
 
     ## Options
     `write-doors`, `loc-attributes`, `write-loc-class`, `write-loc-module`,
@@ -277,6 +299,9 @@ class BareWriteLoc(Rule):
                 gaps = api_gaps(ctx, *self._needs(loc)) if fix is not None else []
                 message = self._message(ctx, door, arg.value, loc) + gap_message(gaps)
                 ctx.report(arg.value, message, with_gaps(fix, gaps))
+        # One call away: helpers the project index resolved, in this file or another.
+        for node, message, fix in (*door_reports(ctx, index), *parameter_reports(ctx, index)):
+            ctx.report(node, message, fix)
 
     @staticmethod
     def _needs(loc: RawLoc) -> tuple[str, ...]:

@@ -1,0 +1,266 @@
+"""The project index: facts about functions across files, resolved from per-file summaries.
+
+Each file's `FileSummary` (`kvlint.analysis.helper_summary`, CPython `ast`)
+keeps calls as spellings. Here they are resolved:
+
+* `f(...)`: a function of the same module, else `from x import f` (across
+  files, following one re-export per hop);
+* `mod.f(...)`: `import pkg.mod as mod` / `from pkg import mod`;
+* `self.m(...)` / `cls.m(...)`: the enclosing class, then its bases left to
+  right, depth first, across files (an override in the subclass wins);
+* `super().m(...)`: the bases only.
+
+A module name is matched to a file of the tree by its trailing dotted parts
+(`sglang.srt.layers.x` finds `layers/x.py` under a checkout of `sglang/srt`);
+a name two files could be is unresolved. An unresolved callee gives no fact,
+never a guess. Facts are computed on demand and memoised; a function met again
+while its own facts are being computed (recursion, a cycle) contributes
+nothing on that path, so every chain terminates.
+
+Summaries come from a loader (the engine's: the result cache first, else an
+`ast` parse of the file), so a file not in the run's scope, such as an
+unchanged base class under `--changed`, is read when a resolution needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+from kvlint.analysis.helper_summary import ClassSummary, FileSummary, FunctionSummary, Spelling
+from kvlint.api.helpers import HelperFact, HelperFacts, ParamDoor, Where
+
+# (path, class name or "", function summary)
+Target = tuple[str, str, FunctionSummary]
+_MAX_HOPS = 8
+
+
+def module_parts(path: str) -> tuple[str, ...]:
+    """The dotted parts a path stands for: `a/b/c.py` -> (a, b, c); `a/b/__init__.py` -> (a, b)."""
+    parts = [part for part in path.replace("\\", "/").split("/") if part and part not in (".", "..")]
+    if not parts:
+        return ()
+    last = parts[-1][:-3] if parts[-1].endswith(".py") else parts[-1]
+    return tuple(parts[:-1]) if last == "__init__" else (*parts[:-1], last)
+
+
+class ProjectIndex:
+    def __init__(self, paths: Iterable[str], load: Callable[[str], Optional[FileSummary]]) -> None:
+        self._load = load
+        self._summaries: dict[str, Optional[FileSummary]] = {}
+        self._by_suffix: dict[tuple[str, ...], list[str]] = {}
+        for path in paths:
+            parts = module_parts(path)
+            for start in range(len(parts)):
+                self._by_suffix.setdefault(parts[start:], []).append(path)
+        self._facts: dict[tuple[str, str, str], Optional[HelperFact]] = {}
+        self._busy: set[tuple[str, str, str]] = set()
+        self._mro: dict[tuple[str, str], list[tuple[str, ClassSummary]]] = {}
+        # Names a function with a fact may have (None: any): a call of another name is not resolved,
+        # so resolution never reads files that cannot matter.
+        self.names: Optional[set[str]] = None
+
+    def summary(self, path: str) -> Optional[FileSummary]:
+        if path not in self._summaries:
+            self._summaries[path] = self._load(path)
+        return self._summaries[path]
+
+    def module_path(self, dotted: str) -> Optional[str]:
+        """The one file of the tree the module `dotted` is, matched by its longest trailing parts."""
+        parts = tuple(part for part in dotted.split(".") if part)
+        # A dotted name is matched on two parts at least: `torch.nn` is not some `nn.py` of the tree.
+        for start in range(max(len(parts) - 1, 1)):
+            found = self._by_suffix.get(parts[start:])
+            if found:
+                return found[0] if len(found) == 1 else None
+        return None
+
+    # -- names -----------------------------------------------------------
+
+    def _definition(self, path: str, name: str, hops: int = 0) -> Optional[tuple[str, str]]:
+        """(path, name) of what `name` means in `path`'s module: defined there or imported."""
+        summary = self.summary(path)
+        if summary is None or hops > _MAX_HOPS:
+            return None
+        if name in summary.functions or name in summary.classes:
+            return path, name
+        origin = summary.imports.get(name)
+        if origin is None or "." not in origin:
+            return None
+        module, _, attribute = origin.rpartition(".")
+        target = self.module_path(module)
+        if target is None or target == path:
+            return None
+        return self._definition(target, attribute, hops + 1)
+
+    def _module_alias(self, path: str, alias: str) -> Optional[str]:
+        summary = self.summary(path)
+        origin = summary.imports.get(alias) if summary is not None else None
+        return self.module_path(origin) if origin is not None else None
+
+    def _class(self, path: str, written: str) -> Optional[tuple[str, ClassSummary]]:
+        """The class a base written as `Base` or `mod.Base` in `path` resolves to."""
+        owner, _, name = written.rpartition(".")
+        where: Optional[tuple[str, str]]
+        if owner:
+            module = self._module_alias(path, owner.split(".")[0]) if "." not in owner else self.module_path(owner)
+            where = self._definition(module, name) if module is not None else None
+        else:
+            where = self._definition(path, name)
+        if where is None:
+            return None
+        summary = self.summary(where[0])
+        klass = summary.classes.get(where[1]) if summary is not None else None
+        return (where[0], klass) if klass is not None else None
+
+    def mro(self, path: str, class_name: str) -> list[tuple[str, ClassSummary]]:
+        """The class and its bases, depth first, left to right; each class once."""
+        if (path, class_name) not in self._mro:
+            self._mro[(path, class_name)] = self._linearize(path, class_name)
+        return self._mro[(path, class_name)]
+
+    def _linearize(self, path: str, class_name: str) -> list[tuple[str, ClassSummary]]:
+        summary = self.summary(path)
+        start = summary.classes.get(class_name) if summary is not None else None
+        order: list[tuple[str, ClassSummary]] = []
+        seen: set[tuple[str, str]] = set()
+        stack = [(path, start)] if start is not None else []
+        while stack and len(order) < 64:
+            where, klass = stack.pop()
+            assert klass is not None
+            if (where, klass.name) in seen:
+                continue
+            seen.add((where, klass.name))
+            order.append((where, klass))
+            bases = [self._class(where, base) for base in klass.bases]
+            stack.extend(reversed([base for base in bases if base is not None]))
+        return order
+
+    def resolve(self, path: str, class_name: str, spelling: Spelling) -> Optional[Target]:
+        """The function a call spelt `spelling` inside `class_name` ("" outside a class) of `path` runs."""
+        kind = spelling[0]
+        if kind == "name":
+            where = self._definition(path, spelling[1])
+            if where is None:
+                return None
+            summary = self.summary(where[0])
+            function = summary.functions.get(where[1]) if summary is not None else None
+            return (where[0], "", function) if function is not None else None
+        if kind == "attr":
+            module = self._module_alias(path, spelling[1])
+            if module is None:
+                return None
+            summary = self.summary(module)
+            function = summary.functions.get(spelling[2]) if summary is not None else None
+            return (module, "", function) if function is not None else None
+        if not class_name:
+            return None
+        classes = self.mro(path, class_name)
+        if kind == "super":
+            classes = classes[1:]
+        for owner, klass in classes:
+            method = klass.methods.get(spelling[1])
+            if method is not None:
+                return owner, klass.name, method
+        return None
+
+    # -- facts -----------------------------------------------------------
+
+    def fact(self, target: Target) -> Optional[HelperFact]:
+        path, class_name, function = target
+        key = (path, class_name, function.name)
+        if key in self._facts:
+            return self._facts[key]
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        try:
+            fact = self._compute(path, class_name, function)
+        finally:
+            self._busy.discard(key)
+        self._facts[key] = fact
+        return fact
+
+    def _callee_fact(self, path: str, class_name: str, spelling: Optional[Spelling]) -> Optional[HelperFact]:
+        if spelling is None or (self.names is not None and spelling[-1] not in self.names):
+            return None
+        target = self.resolve(path, class_name, spelling)
+        return self.fact(target) if target is not None else None
+
+    def _compute(self, path: str, class_name: str, function: FunctionSummary) -> Optional[HelperFact]:
+        returns_raw: Optional[Where] = None
+        returns_paged: Optional[Where] = None
+        only_raw_or_marked = bool(function.returns)
+        accessor = True
+        for ret in function.returns:
+            accessor = accessor and (ret.kind != "call" and (ret.kind != "paged" or ret.direct))
+            if ret.kind == "raw":
+                returns_raw = returns_raw or Where(path, ret.line, f"returns `{ret.detail}`")
+            elif ret.kind == "paged":
+                returns_paged = returns_paged or Where(path, ret.line, f"returns paged KV from `{ret.detail}`")
+            elif ret.kind == "call":
+                callee = self._callee_fact(path, class_name, ret.callee)
+                if callee is not None:
+                    returns_raw = returns_raw or callee.returns_raw
+                    returns_paged = returns_paged or callee.returns_paged
+            if ret.kind not in ("raw", "marked"):
+                only_raw_or_marked = False
+        params = self._param_doors(path, class_name, function)
+        if returns_raw is None and returns_paged is None and not params:
+            return None
+        name = f"{class_name}.{function.name}" if class_name else function.name
+        return HelperFact(
+            helper=name,
+            defined=Where(path, function.line, name),
+            returns_raw=returns_raw,
+            returns_only_raw_or_marked=only_raw_or_marked and returns_raw is not None,
+            returns_paged=returns_paged,
+            returns_accessor=accessor and returns_paged is not None,
+            params=params,
+        )
+
+    def _param_doors(self, path: str, class_name: str, function: FunctionSummary) -> tuple[ParamDoor, ...]:
+        reached: dict[str, list[Optional[ParamDoor]]] = {}
+        for use in function.uses:
+            position = function.params.index(use.param) if use.param in function.params else -1
+            if use.door:
+                found: Optional[ParamDoor] = ParamDoor(
+                    use.param, position, use.door, Where(path, use.line, f"`{use.door}`"), True
+                )
+            else:
+                callee = self._callee_fact(path, class_name, use.callee)
+                inner = callee.door_param(use.position, use.keyword or None) if callee is not None else None
+                found = None if inner is None else ParamDoor(use.param, position, inner.door, inner.where, inner.only_doors)
+            reached.setdefault(use.param, []).append(found)
+        doors = []
+        for param, found_all in reached.items():
+            hits = [hit for hit in found_all if hit is not None]
+            if not hits:
+                continue
+            only = param in function.only_passed and len(hits) == len(found_all) and all(h.only_doors for h in hits)
+            first = hits[0]
+            doors.append(ParamDoor(param, first.position, first.door, first.where, only))
+        return tuple(doors)
+
+    def helpers_with_facts(self, path: str) -> set[str]:
+        """The names of `path`'s functions and methods that have a fact."""
+        summary = self.summary(path)
+        if summary is None:
+            return set()
+        names = {name for name, function in summary.functions.items() if self.fact((path, "", function))}
+        for klass in summary.classes.values():
+            names.update(name for name, method in klass.methods.items() if self.fact((path, klass.name, method)))
+        return names
+
+    def view(self, path: str) -> HelperFacts:
+        """The facts of every helper `path` calls that the index resolves and knows something of."""
+        summary = self.summary(path)
+        by_call: dict[tuple[str, Spelling], HelperFact] = {}
+        if summary is None:
+            return HelperFacts()
+        for class_name, spellings in summary.calls.items():
+            for spelling in sorted(spellings):
+                fact = self._callee_fact(path, class_name, spelling)
+                if fact is not None:
+                    # Only `self`/`cls`/`super()` calls depend on the class they are made in.
+                    by_call[(class_name if spelling[0] in ("self", "cls", "super") else "", spelling)] = fact
+        return HelperFacts(by_call)

@@ -1,0 +1,91 @@
+"""Facts about helpers a file calls, as the project index hands them to the rules.
+
+The project index (`kvlint.analysis.project_index`) reads every file that
+could hold one of these facts with CPython's `ast`, resolves calls across
+functions and files, and gives each checked file a `HelperFacts`: for each
+spelling of a call in that file (`self._kv_write_loc`, `store`, `mod.helper`)
+inside each class, what the called function is known to do. A spelling the
+index could not resolve is absent: no fact, never a guess.
+
+Plain data, picklable: a worker receives it with the file's check request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Where:
+    """A place in the tree: what is there, and where (display path, 1-based line)."""
+
+    path: str
+    line: int
+    # What the fact rests on, as a reader would name it: "returns `fb.out_cache_loc`",
+    # "`set_kv_buffer`", "`get_key_buffer`".
+    what: str
+
+    def shown(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class ParamDoor:
+    """A parameter of the helper that reaches a write door's loc argument unmarked."""
+
+    param: str
+    # Positional index among the arguments a caller passes (self/cls not counted); -1: keyword only.
+    position: int
+    door: str
+    where: Where
+    # Every use of the parameter in the helper (and down the chain) is a write door's loc:
+    # wrapping the caller's argument with its mark changes nothing else.
+    only_doors: bool
+
+
+@dataclass(frozen=True)
+class HelperFact:
+    """What one resolved helper is known to do."""
+
+    # How a message names it: `Base._kv_write_loc`, `store_kv`.
+    helper: str
+    defined: Where
+    # A return that may be the batch's raw loc (on some path), with the chain's last step.
+    returns_raw: Optional[Where] = None
+    # Every return is the batch's raw loc or an already marked loc (the helper-return fix may apply).
+    returns_only_raw_or_marked: bool = False
+    # A return that may be paged KV (an accessor result, a slice, a tensor-keeping call of one).
+    returns_paged: Optional[Where] = None
+    # Every paged return is a buffer accessor's own result: dim 0 holds slots, as for a direct call.
+    returns_accessor: bool = False
+    params: tuple[ParamDoor, ...] = ()
+
+    def door_param(self, position: int, keyword: Optional[str]) -> Optional[ParamDoor]:
+        for param in self.params:
+            if keyword is not None and param.param == keyword:
+                return param
+            if keyword is None and param.position == position >= 0:
+                return param
+        return None
+
+
+@dataclass(frozen=True)
+class HelperFacts:
+    """The facts of the helpers one file calls, by (enclosing class name or "", call spelling).
+
+    A spelling is `("name", f)`, `("attr", module_alias, f)`, `("self", m)`, `("cls", m)` or `("super", m)`.
+    """
+
+    by_call: dict[tuple[str, tuple[str, ...]], HelperFact] = field(default_factory=dict)
+
+    def lookup(self, klass: Optional[str], spelling: Optional[tuple[str, ...]]) -> Optional[HelperFact]:
+        if spelling is None:
+            return None
+        return self.by_call.get((klass or "", spelling))
+
+    def __bool__(self) -> bool:
+        return bool(self.by_call)
+
+
+NO_HELPER_FACTS = HelperFacts()

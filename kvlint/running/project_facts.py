@@ -1,0 +1,154 @@
+"""Build the project index for a run, and each checked file's view of it.
+
+The index reads files with CPython's `ast` (never LibCST), only those a
+resolution touches: the files being checked and the files their calls,
+imports and class bases lead to, inside the run's whole scope (under
+`--changed` too, so an unchanged base class in another file still answers).
+Each file's summary is cached by content in the result cache; the views of
+the checked files are cached under the digest of every file in scope, so a
+warm run whose tree did not change resolves nothing.
+
+A file's view is part of the identity of its cached result: when a helper it
+calls changes its facts, the caller is checked again.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import pickle
+import re
+from typing import Callable, Iterable, Optional
+
+from kvlint.analysis.helper_summary import FileSummary, summarize
+from kvlint.analysis.project_index import ProjectIndex, module_parts
+from kvlint.api.contract import PAGED_HELPERS, Contract
+from kvlint.api.helpers import HelperFacts
+from kvlint.running.cache import ResultCache, digest
+
+
+# Rounds of "files naming a helper with a fact define helpers with facts too": the longest chain followed.
+_MAX_CHAIN = 6
+
+
+def scope_digest(digests: Iterable[tuple[str, bytes]]) -> bytes:
+    hasher = hashlib.sha256(b"helper-views")
+    for path, content in sorted(digests):
+        hasher.update(path.encode() + b"\0" + content)
+    return hasher.digest()
+
+
+def seed_words(contract: Contract) -> tuple[bytes, ...]:
+    """A file without one of these words defines no function with a fact of its own."""
+    words = (*contract.loc_attributes, *(door for door, _ in contract.write_doors), *contract.buffer_accessors,
+             *PAGED_HELPERS)
+    return tuple(word.encode() for word in words)
+
+
+def helper_views(
+    sources: dict[str, bytes],
+    contract: Contract,
+    result_cache: Optional[ResultCache],
+    digests: Optional[dict[str, bytes]] = None,
+) -> dict[str, HelperFacts]:
+    """The non-empty views of the files that call a helper with a fact.
+
+    The names such a helper can have come first (`_helper_names`); only a file calling one
+    of them gets a view, and only calls of them are resolved.
+    """
+    if digests is None:
+        digests = {path: digest(data) for path, data in sources.items()} if result_cache is not None else {}
+    key = scope_digest(digests.items()) if result_cache is not None else b""
+    known = result_cache.views(key) if result_cache is not None else None
+    if known is not None:
+        return known
+
+    def load(path: str) -> Optional[FileSummary]:
+        data = sources.get(path)
+        if data is None:
+            return None
+        if result_cache is not None:
+            cached: Optional[FileSummary] = result_cache.summary(path, digests[path])
+            if cached is not None:
+                return cached
+        summary = _summarize(path, data, contract)
+        if result_cache is not None and summary is not None:
+            result_cache.store_summary(path, digests[path], summary)
+        return summary
+
+    index = ProjectIndex(sources, load)
+    index.names = names = _helper_names(index, sources, contract)
+    calls = _calls_of(names)
+    views = {}
+    for path, data in sources.items():
+        if calls is not None and calls(data):
+            view = index.view(path)
+            if view:
+                views[path] = view
+    if result_cache is not None:
+        result_cache.store_views(key, views)
+    return views
+
+
+def _helper_names(index: ProjectIndex, sources: dict[str, bytes], contract: Contract) -> set[str]:
+    """The names a function with a fact can have: those with a fact of their own (in files holding
+    a seed word), then, round by round, those that return a call of a returning one or pass a
+    parameter to a call of one at the position (or keyword) that reaches a door."""
+    seeds = seed_words(contract)
+    returning: set[str] = set()
+    slots: set[tuple[str, object]] = set()
+    for path, data in sources.items():
+        if any(word in data for word in seeds):
+            summary = index.summary(path)
+            for function in summary.all_functions() if summary is not None else ():
+                if function.returns_own():
+                    returning.add(function.name)
+                slots |= function.door_slots()
+    new_returning, new_slots = set(returning), set(slots)
+    for _round in range(_MAX_CHAIN):
+        calls = _calls_of(new_returning | {name for name, _ in new_slots})
+        if calls is None:
+            break
+        found_returning: set[str] = set()
+        found_slots: set[tuple[str, object]] = set()
+        for path, data in sources.items():
+            if calls(data):
+                summary = index.summary(path)
+                for function in summary.all_functions() if summary is not None else ():
+                    if function.returns_call_of(new_returning):
+                        found_returning.add(function.name)
+                    found_slots |= function.slots_passing_to(new_slots)
+        new_returning, new_slots = found_returning - returning, found_slots - slots
+        returning |= found_returning
+        slots |= found_slots
+    return returning | {name for name, _ in slots}
+
+
+def _calls_of(names: set[str]) -> Optional[Callable[[bytes], bool]]:
+    """A test for a call of one of `names` (`name(`, `.name(`, not `other_name(`); None for no names.
+
+    A plain `in` test first (the cheapest there is), the pattern only on the files it lets through.
+    """
+    if not names:
+        return None
+    words = tuple(name.encode() + b"(" for name in sorted(names))
+    alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))
+    pattern = re.compile(rb"(?<![\w])(?:" + alternatives + rb")\(")
+    return lambda data: any(word in data for word in words) and pattern.search(data) is not None
+
+
+def _summarize(path: str, data: bytes, contract: Contract) -> Optional[FileSummary]:
+    try:
+        tree = ast.parse(data, path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # Reported as KV000 where the file is checked; here it just gives no facts.
+        return None
+    parts = module_parts(path)
+    return summarize(tree, ".".join(parts), path.endswith("__init__.py"), contract)
+
+
+def with_view(content_digest: bytes, view: Optional[HelperFacts]) -> bytes:
+    """A checked file's cache identity: its bytes, and the helper facts its check relied on."""
+    if not view:
+        return content_digest
+    return hashlib.sha256(content_digest + pickle.dumps(sorted(view.by_call.items()), protocol=4)).digest()
