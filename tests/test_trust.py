@@ -54,13 +54,15 @@ WRITE_LOC = """\
 
 
 def test_module_paths_follow_the_trees_own_imports_through_namespace_packages(in_tmp: Path) -> None:
-    # As the corpus holds it: no __init__.py on the way up (namespace packages), so climbing
-    # __init__ files gives `memory_pool`, which no file of the tree could import.
+    # As a checkout of the corpus holds it: `srt/` alone (its `sglang/` parent not there, as in the
+    # round trip's copy), no __init__.py on the way up (namespace packages), so climbing __init__
+    # files gives `memory_pool`, which no file of the tree could import. The tree's own imports
+    # say `sglang.srt.<path>`.
     write(in_tmp, {
-        "sglang/srt/mem_cache/memory_pool.py": WRITE_LOC,
-        "sglang/srt/mem_cache/layout/paged_view.py": "def paged_view(x, ps):\n    return x\n",
-        "sglang/srt/layers/backend.py": "from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n",
-        "sglang/srt/layers/other.py": "from sglang.srt.layers import backend\n",
+        "srt/mem_cache/memory_pool.py": WRITE_LOC,
+        "srt/mem_cache/layout/paged_view.py": "def paged_view(x, ps):\n    return x\n",
+        "srt/layers/backend.py": "from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n",
+        "srt/layers/other.py": "from sglang.srt.layers import backend\n",
     })
     contract = learned(in_tmp)
     assert contract.write_loc_module == "sglang.srt.mem_cache.memory_pool"  # type: ignore[attr-defined]

@@ -92,16 +92,30 @@ def learn_import_spellings(config: Config, files: list[tuple[Path, bytes]], lear
             learned.values[key] = spelled
 
 
-def _module_suffixes(path: Path) -> set[str]:
-    """Every dotted tail a module path for `path` may end with (`a.b.c`, `b.c`, `c`)."""
-    resolved = path.resolve()
-    parts = list(resolved.parent.parts[1:]) + ([] if resolved.stem == "__init__" else [resolved.stem])
-    return {".".join(parts[i:]) for i in range(len(parts)) if all(p.isidentifier() for p in parts[i:])}
+def _parts(path: Path) -> tuple[str, ...]:
+    """A file's path components as a module would spell them (no `.py`, no `__init__`)."""
+    resolved = path.resolve().with_suffix("")
+    parts = resolved.parts[1:]
+    return parts[:-1] if parts and parts[-1] == "__init__" else parts
+
+
+def _common_tail(module: tuple[str, ...], parts: tuple[str, ...]) -> int:
+    count = 0
+    while count < min(len(module), len(parts)) and module[-1 - count] == parts[-1 - count]:
+        count += 1
+    return count
 
 
 def _imported_as(path: Path, counts: Mapping[str, int]) -> Optional[str]:
-    suffixes = _module_suffixes(path)
-    candidates = [(count, module) for module, count in counts.items() if "." in module and module in suffixes]
+    """The most common absolute import naming `path`: a dotted module whose tail is the file's own
+    path tail (at least its directory and name; the leading packages may sit in a directory named
+    otherwise, as a copy of `sglang/srt` named `srt` is still imported as `sglang.srt...`)."""
+    parts = _parts(path)
+    candidates = []
+    for module, count in counts.items():
+        dotted = tuple(module.split("."))
+        if len(dotted) >= 2 and _common_tail(dotted, parts) >= 2:
+            candidates.append((count, module))
     if not candidates:
         return None
     # The most common spelling; the longest on a tie (the most qualified).
@@ -109,31 +123,31 @@ def _imported_as(path: Path, counts: Mapping[str, int]) -> Optional[str]:
 
 
 def _below_package_root(path: Path, files: list[tuple[Path, bytes]], counts: Mapping[str, int]) -> Optional[str]:
-    """`path`'s module below a directory the tree's imports resolve from."""
-    resolved = path.resolve()
-    by_name: dict[str, list[str]] = {}
+    """`path`'s module below a package root the tree's own imports reveal: an import
+    `sglang.srt.layers.x` that names the file `<root>/srt/layers/x.py` says `<root>` is where
+    `sglang` is imported from (namespace packages need no `__init__.py` for that)."""
+    by_name: dict[str, list[tuple[str, ...]]] = {}
     for file, _ in files:
-        stem = file.resolve().with_suffix("").as_posix()
-        if stem.endswith("/__init__"):
-            stem = stem[: -len("/__init__")]
-        by_name.setdefault(stem.rsplit("/", 1)[-1], []).append(stem)
-    roots: dict[str, int] = {}
+        parts = _parts(file)
+        if parts:
+            by_name.setdefault(parts[-1], []).append(parts)
+    roots: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
     for module, count in counts.items():
-        if "." not in module:
+        dotted = tuple(module.split("."))
+        if len(dotted) < 2:
             continue
-        tail = "/" + module.replace(".", "/")
-        for stem in by_name.get(module.rsplit(".", 1)[-1], ()):
-            if stem.endswith(tail):
-                root = stem[: -len(tail)]
-                roots[root] = roots.get(root, 0) + count
-    for root, _ in sorted(roots.items(), key=lambda item: -item[1]):
-        try:
-            relative = resolved.with_suffix("").relative_to(root)
-        except ValueError:
+        for parts in by_name.get(dotted[-1], ()):
+            tail = _common_tail(dotted, parts)
+            if tail >= 2:
+                key = (parts[: len(parts) - tail], dotted[: len(dotted) - tail])
+                roots[key] = roots.get(key, 0) + count
+    target = _parts(path)
+    for (root, prefix), _ in sorted(roots.items(), key=lambda item: -item[1]):
+        if target[: len(root)] != root:
             continue
-        parts = [part for part in relative.parts if part != "__init__"]
-        if parts and all(part.isidentifier() for part in parts):
-            return ".".join(parts)
+        relative = target[len(root) :]
+        if relative and all(part.isidentifier() for part in (*prefix, *relative)):
+            return ".".join((*prefix, *relative))
     return None
 
 
