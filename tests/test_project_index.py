@@ -90,11 +90,47 @@ def test_an_imported_module_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     helper = "def loc_of(fb):\n    return fb.out_cache_loc\n"
     caller = f"{imports}\n\n\ndef write(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, {call}, k, v)\n"
     write(tmp_path, {"eng/__init__.py": "", "eng/helpers.py": helper, "eng/caller.py": caller})
-    [finding] = check(tmp_path, monkeypatch)
+    finding, in_helper = check(tmp_path, monkeypatch)
     assert (finding.path, finding.line) == ("eng/caller.py", 5)
     assert "`loc_of`" in finding.message and "eng/helpers.py:2" in finding.message
-    # Every return is raw: the message points at the helper to rewrite.
-    assert "return `KVWriteLoc.for_batch(...)` from `loc_of`" in finding.message
+    # Every return is raw and every caller hands the result to a door: the fix is in the helper.
+    assert finding.fix is None and "the fix is in the helper" in finding.message
+    assert (in_helper.path, in_helper.line) == ("eng/helpers.py", 2)
+    assert in_helper.fix is not None and in_helper.fix.applicability == Applicability.SAFE
+    assert in_helper.fix.replacement == "KVWriteLoc.for_batch(fb)"
+
+
+HELPER_MODULE = "def loc_of(fb, n=None):\n    if n is None:\n        return fb.out_cache_loc\n    return fb.out_cache_loc[:n]\n"
+DOOR_CALLER = (
+    "from eng.helpers import loc_of\n\n\n"
+    "def write(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, loc_of(fb), k, v)\n"
+)
+
+
+def test_the_helper_return_fix_rewrites_the_helper_and_silences_its_callers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = DOOR_CALLER.replace("def write(", "def write_again(").replace("loc_of(fb), k, v)", "loc_of(fb, 4), k, v)")
+    write(tmp_path, {"eng/helpers.py": HELPER_MODULE, "eng/caller.py": DOOR_CALLER, "eng/other.py": other})
+    found = check(tmp_path, monkeypatch)
+    assert codes(found) == [("KV101", "eng/caller.py", 5), ("KV101", "eng/helpers.py", 3), ("KV101", "eng/helpers.py", 4),
+                            ("KV101", "eng/other.py", 5)]
+    monkeypatch.chdir(tmp_path)
+    result = run(load_config(), RunOptions(paths=(Path("."),), fix=Applicability.SAFE, jobs=1))
+    assert set(result.fixed) == {"eng/helpers.py"}
+    fixed = result.fixed["eng/helpers.py"][1].decode()
+    assert "return KVWriteLoc.for_batch(fb)\n" in fixed
+    assert "return KVWriteLoc(fb.out_cache_loc[:n], id_space=fb.out_cache_loc_id_space)\n" in fixed
+    (tmp_path / "eng/helpers.py").write_text(fixed)
+    assert check(tmp_path, monkeypatch) == []
+
+
+def test_no_helper_return_fix_when_a_caller_uses_the_tensor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = "from eng.helpers import loc_of\n\n\ndef count(fb):\n    return loc_of(fb).shape[0]\n"
+    write(tmp_path, {"eng/helpers.py": HELPER_MODULE, "eng/caller.py": DOOR_CALLER, "eng/other.py": other})
+    [finding] = check(tmp_path, monkeypatch)
+    assert finding.path == "eng/caller.py" and finding.fix is None
+    assert "one does" in finding.message
 
 
 def test_a_chain_of_three_helpers_across_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

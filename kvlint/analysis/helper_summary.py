@@ -116,6 +116,8 @@ class FileSummary:
     classes: dict[str, ClassSummary] = field(default_factory=dict)
     # Call spellings made in each class's methods ("" for module functions): what a view resolves.
     calls: dict[str, set[Spelling]] = field(default_factory=dict)
+    # (class or "", spelling) -> (every such call is a write door's loc argument, a line of one).
+    call_uses: dict[tuple[str, Spelling], tuple[bool, int]] = field(default_factory=dict)
 
     def all_functions(self) -> list[FunctionSummary]:
         return [*self.functions.values(), *(m for klass in self.classes.values() for m in klass.methods.values())]
@@ -132,6 +134,7 @@ def summarize(tree: ast.Module, module: str, is_package: bool, contract: Contrac
             reader = _FunctionReader(node, False, contract, doors, imports)
             summary.functions[node.name] = reader.summary()
             summary.calls.setdefault("", set()).update(reader.spellings())
+            reader.record_uses("", summary.call_uses)
         elif isinstance(node, ast.ClassDef):
             methods = {}
             for item in node.body:
@@ -139,6 +142,7 @@ def summarize(tree: ast.Module, module: str, is_package: bool, contract: Contrac
                     reader = _FunctionReader(item, True, contract, doors, imports)
                     methods[item.name] = reader.summary()
                     summary.calls.setdefault(node.name, set()).update(reader.spellings())
+                    reader.record_uses(node.name, summary.call_uses)
             bases = tuple(text for text in (_dotted(base) for base in node.bases) if text)
             summary.classes[node.name] = ClassSummary(node.name, node.lineno, bases, methods)
     summary.imports.update(imports_of(imports, module, is_package))
@@ -215,6 +219,25 @@ class _FunctionReader:
             for name in ast.walk(target):
                 if isinstance(name, ast.Name):
                     self.assigned.setdefault(name.id, []).append(ast.Constant(None))
+
+    def record_uses(self, klass: str, uses: dict[tuple[str, Spelling], tuple[bool, int]]) -> None:
+        """For each call spelling: whether every such call's result goes straight into a door's loc."""
+        at_doors: set[int] = set()
+        for call in self.calls:
+            index = self.doors.get(_trailing(call.func) or "")
+            if index is None:
+                continue
+            args = [a for a in call.args if not isinstance(a, ast.Starred)]
+            if index < len(args) and len(args) == len(call.args):
+                at_doors.add(id(args[index]))
+            at_doors.update(id(k.value) for k in call.keywords if k.arg in LOC_KEYWORDS)
+        for call in self.calls:
+            spelling = call_spelling(call.func)
+            if spelling is None:
+                continue
+            key = (klass if spelling[0] in ("self", "cls", "super") else "", spelling)
+            only, line = uses.get(key, (True, call.lineno))
+            uses[key] = (only and id(call) in at_doors, line)
 
     def spellings(self) -> set[Spelling]:
         return {spelling for spelling in map(call_spelling, (c.func for c in self.calls)) if spelling is not None}

@@ -208,7 +208,11 @@ class ProjectIndex:
         if returns_raw is None and returns_paged is None and not params:
             return None
         name = f"{class_name}.{function.name}" if class_name else function.name
+        callers_ok = only_raw_or_marked and returns_raw is not None and self._callers_only_doors(
+            (path, class_name, function)
+        )
         return HelperFact(
+            callers_only_doors=callers_ok,
             helper=name,
             defined=Where(path, function.line, name),
             returns_raw=returns_raw,
@@ -241,6 +245,29 @@ class ProjectIndex:
             doors.append(ParamDoor(param, first.position, first.door, first.where, only))
         return tuple(doors)
 
+    def _callers_only_doors(self, target: Target) -> bool:
+        """Every call of `target` in the files read so far passes its result straight to a door (one call at least).
+
+        The engine reads every file calling a helper's name before it asks (`kvlint.running.project_facts`).
+        """
+        name = target[2].name
+        seen = False
+        for path, summary in list(self._summaries.items()):
+            for (klass, spelling), (only, _line) in (summary.call_uses.items() if summary is not None else ()):
+                if spelling[-1] != name or self.resolve(path, klass, spelling) != target:
+                    continue
+                if not only:
+                    return False
+                seen = True
+        return seen
+
+    def definers(self, names: set[str]) -> set[str]:
+        """The files read so far that define a function or method named in `names`."""
+        return {
+            path for path, summary in self._summaries.items()
+            if summary is not None and any(function.name in names for function in summary.all_functions())
+        }
+
     def helpers_with_facts(self, path: str) -> set[str]:
         """The names of `path`'s functions and methods that have a fact."""
         summary = self.summary(path)
@@ -263,4 +290,13 @@ class ProjectIndex:
                 if fact is not None:
                     # Only `self`/`cls`/`super()` calls depend on the class they are made in.
                     by_call[(class_name if spelling[0] in ("self", "cls", "super") else "", spelling)] = fact
-        return HelperFacts(by_call)
+        defined: dict[tuple[str, str], HelperFact] = {}
+        owners = [("", summary.functions)] + [(k.name, k.methods) for k in summary.classes.values()]
+        for class_name, functions in owners:
+            for function in functions.values():
+                if self.names is not None and function.name not in self.names:
+                    continue
+                fact = self.fact((path, class_name, function))
+                if fact is not None and fact.callers_only_doors:
+                    defined[(class_name, function.name)] = fact
+        return HelperFacts(by_call, defined)

@@ -57,6 +57,9 @@ class HelperFact:
     returns_only_raw_or_marked: bool = False
     # A return that may be paged KV (an accessor result, a slice, a tensor-keeping call of one).
     returns_paged: Optional[Where] = None
+    # Every caller in the tree passes the result straight to a write door's loc (one caller at least):
+    # with `returns_only_raw_or_marked`, rewriting the helper's raw returns is safe.
+    callers_only_doors: bool = False
     # Every paged return is a buffer accessor's own result: dim 0 holds slots, as for a direct call.
     returns_accessor: bool = False
     params: tuple[ParamDoor, ...] = ()
@@ -78,6 +81,8 @@ class HelperFacts:
     """
 
     by_call: dict[tuple[str, tuple[str, ...]], HelperFact] = field(default_factory=dict)
+    # Helpers defined in this file whose raw returns the fix rewrites, by (class name or "", name).
+    defined: dict[tuple[str, str], HelperFact] = field(default_factory=dict)
 
     def lookup(self, klass: Optional[str], spelling: Optional[tuple[str, ...]]) -> Optional[HelperFact]:
         if spelling is None:
@@ -85,7 +90,7 @@ class HelperFacts:
         return self.by_call.get((klass or "", spelling))
 
     def __bool__(self) -> bool:
-        return bool(self.by_call)
+        return bool(self.by_call or self.defined)
 
 
 NO_HELPER_FACTS = HelperFacts()

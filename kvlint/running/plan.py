@@ -176,7 +176,8 @@ def file_requests(
 
 def helper_words(helpers: HelperFacts) -> tuple[bytes, ...]:
     """The names of the helpers a file calls that have a fact."""
-    return tuple(sorted({spelling[-1].encode() for _klass, spelling in helpers.by_call}))
+    names = {spelling[-1] for _klass, spelling in helpers.by_call} | {name for _klass, name in helpers.defined}
+    return tuple(sorted(name.encode() for name in names))
 
 
 def with_words(groups: Groups, words: tuple[bytes, ...]) -> Groups:

@@ -80,11 +80,15 @@ def helper_views(
     index.names = names = _helper_names(index, sources, contract)
     calls = _calls_of(names)
     views = {}
-    for path, data in sources.items():
-        if calls is not None and calls(data):
-            view = index.view(path)
-            if view:
-                views[path] = view
+    callers = [path for path, data in sources.items() if calls is not None and calls(data)]
+    for path in callers:
+        # Every caller read first: a helper's fix depends on what all of them do with its result.
+        index.summary(path)
+    # A file defining such a helper gets a view too: the helper-return fix is reported there.
+    for path in sorted(set(callers) | index.definers(names), key=list(sources).index):
+        view = index.view(path)
+        if view:
+            views[path] = view
     if result_cache is not None:
         result_cache.store_views(key, views)
     return views

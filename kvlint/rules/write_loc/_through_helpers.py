@@ -69,6 +69,44 @@ def door_reports(ctx: FileContext, index: ModuleIndex) -> Iterator[Report]:
             yield arg.value, message, None
 
 
+def return_reports(ctx: FileContext, index: ModuleIndex) -> Iterator[Report]:
+    """In a helper's own file: its raw returns, when every return is raw or marked and every caller in
+    the tree passes the result straight to a write door, so returning the factory is safe."""
+    if not ctx.helpers.defined:
+        return
+    for function, klass in index.functions:
+        fact = ctx.helpers.defined.get((klass.name.value if klass is not None else "", function.name.value))
+        if fact is None:
+            continue
+        for value in _returned_values(function):
+            loc = raw_loc(ctx, value, function)
+            if loc is None:
+                continue
+            message = (
+                f"`{fact.helper}` returns the batch's raw `{ctx.code_for(value)}`, and every caller in the tree "
+                f"passes it straight to a write door's loc: the `{ctx.contract.mark}` mark is lost there"
+            )
+            yield value, message, _wrap(ctx, value, loc)
+
+
+def _returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression]:
+    found: list[cst.BaseExpression] = []
+
+    class Returns(cst.CSTVisitor):
+        def visit_Return(self, node: cst.Return) -> None:
+            if node.value is not None:
+                found.append(node.value)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    function.visit(Returns())
+    return found
+
+
 def parameter_reports(ctx: FileContext, index: ModuleIndex) -> Iterator[Report]:
     """Helper calls passing the batch's raw loc as a parameter that reaches a door unmarked."""
     doors = {door for door, _ in ctx.contract.write_doors}
@@ -130,4 +168,8 @@ def _no_fix_why(ctx: FileContext, fact: HelperFact) -> str:
     if not fact.returns_only_raw_or_marked:
         return (f"no fix: `{fact.helper}` also returns other values, so mark each raw return there "
                 f"(`{cls}.{factory}(...)`) and check its other callers")
-    return f"no fix here: return `{cls}.{factory}(...)` from `{fact.helper}` ({fact.defined.shown()}) instead"
+    if fact.callers_only_doors:
+        return (f"the fix is in the helper: `{fact.helper}` ({fact.defined.shown()}) returns "
+                f"`{cls}.{factory}(...)` instead, safe since every caller passes its result to a door")
+    return (f"no fix: return `{cls}.{factory}(...)` from `{fact.helper}` ({fact.defined.shown()}) once no caller "
+            f"uses its result as a tensor (one does)")

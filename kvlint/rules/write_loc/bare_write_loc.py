@@ -22,7 +22,7 @@ from kvlint.rules.write_loc._raw_loc import (
     raw_loc_batch,
 )
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
-from kvlint.rules.write_loc._through_helpers import door_reports, parameter_reports
+from kvlint.rules.write_loc._through_helpers import door_reports, parameter_reports, return_reports
 
 
 class BareWriteLoc(Rule):
@@ -83,9 +83,14 @@ class BareWriteLoc(Rule):
     Through a helper: a raw loc passed as a helper's door parameter gets the
     same rewrite, safe when the helper uses that parameter only as door locs
     (down its chain), unsafe otherwise (the helper may use it as a tensor). A
-    helper's raw return gets no fix in the caller: the change belongs in the
-    helper, and the message says so (return the factory from it), or why it
-    cannot (the helper also returns other values).
+    helper's raw return is fixed in the helper, not the caller: when every
+    return of the helper is the batch's raw loc or already marked, and every
+    caller in the tree passes its result straight to a write door's loc, the
+    helper's raw returns are flagged there too, with the same safe rewrite
+    (`return KVWriteLoc.for_batch(fb)`, a slice keeping its ids under the
+    batch's mark), and the caller's message points at it. Otherwise there is
+    no fix, and the caller's message says why: the helper also returns other
+    values (a capture buffer), or some caller uses the result as a tensor.
 
     ## Options
     `write-doors`, `loc-attributes`, `write-loc-class`, `write-loc-module`,
@@ -300,7 +305,9 @@ class BareWriteLoc(Rule):
                 message = self._message(ctx, door, arg.value, loc) + gap_message(gaps)
                 ctx.report(arg.value, message, with_gaps(fix, gaps))
         # One call away: helpers the project index resolved, in this file or another.
-        for node, message, fix in (*door_reports(ctx, index), *parameter_reports(ctx, index)):
+        for node, message, fix in (
+            *door_reports(ctx, index), *parameter_reports(ctx, index), *return_reports(ctx, index)
+        ):
             ctx.report(node, message, fix)
 
     @staticmethod
