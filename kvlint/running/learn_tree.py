@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from kvlint.api.config import Config
 from kvlint.api.contract import AUTO, Contract
@@ -32,7 +32,7 @@ class Learned:
         self.sources[key] = f"learned from {display_path(path, Path.cwd())}:{line}"
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=64)
 def parsed_tree(data: bytes) -> Optional[ast.Module]:
     # Several learners read the same defining files (the batch class, the pool).
     try:
@@ -80,16 +80,28 @@ def learn_import_spellings(config: Config, files: list[tuple[Path, bytes]], lear
     keys = [key for key in ("write-loc-module", "paged-helpers-module") if key in learned.defining]
     if not keys:
         return
+    every: Optional[dict[str, int]] = None
+    for key in keys:
+        path = learned.defining[key]
+        # Only a file naming the defining module's last part can import it.
+        spelled = _imported_as(path, _import_counts(files, path.stem.encode()))
+        if not spelled:
+            every = _import_counts(files, b"") if every is None else every
+            spelled = _below_package_root(path, files, every)
+        if spelled:
+            learned.values[key] = spelled
+
+
+def _import_counts(files: list[tuple[Path, bytes]], needle: bytes) -> dict[str, int]:
+    """How often each absolute `from M import` occurs in the files holding `needle`."""
     counts: dict[str, int] = {}
     for _, data in files:
+        if needle not in data:
+            continue
         for match in _FROM_IMPORT.finditer(data):
             module = match.group(1).decode("ascii", "replace")
             counts[module] = counts.get(module, 0) + 1
-    for key in keys:
-        path = learned.defining[key]
-        spelled = _imported_as(path, counts) or _below_package_root(path, files, counts)
-        if spelled:
-            learned.values[key] = spelled
+    return counts
 
 
 def _parts(path: Path) -> tuple[str, ...]:
@@ -157,16 +169,7 @@ _BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*=")
 
 def _subclass_closure(roots: set[str], files: list[tuple[Path, bytes]]) -> set[str]:
     """`roots` and every class of the tree deriving from one of them (by `class X(Base):` headers)."""
-    bases: dict[str, set[str]] = {}
-    for _, data in files:
-        if b"class " not in data:
-            continue
-        for match in _CLASS_HEADER.finditer(data):
-            name = match.group(1).decode()
-            for base in re.split(rb"[,\s]+", match.group(2)):
-                base_name = base.rsplit(b".", 1)[-1].decode("ascii", "replace")
-                if base_name.isidentifier():
-                    bases.setdefault(name, set()).add(base_name)
+    bases = _class_bases(files)
     closure = set(roots)
     changed = True
     while changed:
@@ -176,6 +179,26 @@ def _subclass_closure(roots: set[str], files: list[tuple[Path, bytes]]) -> set[s
                 closure.add(name)
                 changed = True
     return closure
+
+
+_BASES_MEMO: dict[int, tuple[list[tuple[Path, bytes]], dict[str, set[str]]]] = {}
+
+
+def _class_bases(files: list[tuple[Path, bytes]]) -> dict[str, set[str]]:
+    """Every `class X(A, b.B):` header of the tree as X -> {A, B}; read once per learning run."""
+    memo = _BASES_MEMO.get(id(files))
+    if memo is not None and memo[0] is files:
+        return memo[1]
+    bases: dict[str, set[str]] = {}
+    for _, data in files:
+        if b"class " not in data:
+            continue
+        for match in _CLASS_HEADER.finditer(data):
+            names = {base.rsplit(b".", 1)[-1].decode("ascii", "replace") for base in re.split(rb"[,\s]+", match.group(2))}
+            bases.setdefault(match.group(1).decode(), set()).update(name for name in names if name.isidentifier())
+    _BASES_MEMO.clear()
+    _BASES_MEMO[id(files)] = (files, bases)
+    return bases
 
 
 def learn_pool_classes(contract: Contract, config: Config, files: list[tuple[Path, bytes]], learned: Learned) -> None:
@@ -190,21 +213,17 @@ def learn_pool_classes(contract: Contract, config: Config, files: list[tuple[Pat
             continue
         if not any(m.group(1).decode() in attributes for m in _BUFFER_ASSIGN.finditer(data)):
             continue
+        lines = {data.count(b"\n", 0, match.start()) + 1 for match in _BUFFER_ASSIGN.finditer(data)
+                 if match.group(1).decode() in attributes}
         tree = parsed_tree(data)
         if tree is None:
             continue
-        for klass in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
-            for node in ast.walk(klass):
-                if not isinstance(node, (ast.Assign, ast.AnnAssign)):
-                    continue
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if not any(_self_attribute(target) in attributes for target in targets):
-                    continue
-                owners.add(klass.name)
-                first = first or (path, klass.lineno)
-                if node.value is not None and _allocates_page_split(node.value):
-                    directory = path.resolve().parent.as_posix()
-                    split_dirs.setdefault(directory, (path, node.lineno))
+        for klass, node in _buffer_assignments(tree, lines, attributes):
+            owners.add(klass.name)
+            first = first or (path, klass.lineno)
+            if node.value is not None and _allocates_page_split(node.value):
+                directory = path.resolve().parent.as_posix()
+                split_dirs.setdefault(directory, (path, node.lineno))
     if config.contract_value("pool-classes") == AUTO and first is not None:
         learned.set("pool-classes", tuple(sorted(_subclass_closure(owners, files))), *first)
     if config.contract_value("page-split-paths") == AUTO and split_dirs:
@@ -216,6 +235,30 @@ def learn_pool_classes(contract: Contract, config: Config, files: list[tuple[Pat
     if hosts != roots:
         learned.values["host-cache-classes"] = tuple(sorted(hosts))
         learned.sources["host-cache-classes"] = f"learned: {', '.join(sorted(roots))} and their subclasses in the tree"
+
+
+def _buffer_assignments(
+    tree: ast.Module, lines: set[int], attributes: set[str]
+) -> Iterator[tuple[ast.ClassDef, ast.Assign | ast.AnnAssign]]:
+    """`self.<buffer> = ...` statements on `lines`, with their class; only the methods spanning
+    one of those lines are walked (a pool file is long, its allocations few)."""
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        klass = pending.pop()
+        if not isinstance(klass, ast.ClassDef):
+            continue
+        for stmt in klass.body:
+            if isinstance(stmt, ast.ClassDef):
+                pending.append(stmt)
+                continue
+            end = getattr(stmt, "end_lineno", stmt.lineno) or stmt.lineno
+            if not any(stmt.lineno <= line <= end for line in lines):
+                continue
+            for node in ast.walk(stmt):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.lineno in lines:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    if any(_self_attribute(target) in attributes for target in targets):
+                        yield klass, node
 
 
 def _self_attribute(target: ast.expr) -> Optional[str]:
