@@ -10,9 +10,12 @@ exactly the findings `kvlint check` would report for that content, in that
 file and, for the project rules, in the others (a KV301 sits in the batch
 file even when the builder file changed).
 
-Project facts of the other files are their saved content: `saved` replaces a
+Project facts of the other files are their saved content: `save` replaces a
 file's facts after a save, and the findings of every file are recomputed
-from there. Like the engine, this decides nothing itself: the checker, the
+from there. So are the helpers a file's calls go through (the project index's
+views): resolved over the saved files, again after each save, so a finding
+through a helper follows the helper's file when it is saved, and a helper
+call added to unsaved text counts once that text is saved. Like the engine, this decides nothing itself: the checker, the
 plan and `FileDecisions` do.
 """
 
@@ -24,11 +27,14 @@ from typing import Any, Optional
 
 from kvlint.api.config import Config, load_config
 from kvlint.api.contract import Contract
+from kvlint.api.helpers import HelperFacts
 from kvlint.api.types import Applicability, Finding, RunError
 from kvlint.running.decide import FileDecisions, project_candidate
 from kvlint.running.discovery import discover, display_path
 from kvlint.running.fix_edits import FindingFix, FindingKey, file_fixes
 from kvlint.running.learn import learn_contract
+from kvlint.running.cache import ResultCache, digest
+from kvlint.running.project_facts import helper_views
 from kvlint.running.plan import CheckRequest, Plan, RunOptions, file_requests, make_plan
 from kvlint.running.selection import per_file_ignored
 
@@ -77,6 +83,16 @@ class Workspace:
         self.facts: dict[str, dict[str, Any]] = {}
         self._project_codes = tuple(rule.code for rule in self.plan.project_rules)
         self.unread_facts: list[str] = list(self.saved) if self._project_codes else []
+        # What the project index says about the helpers each file calls (`read_views`), resolved
+        # in the saved files; None until first read, then kept until read again after a save.
+        self.views: Optional[dict[str, HelperFacts]] = None
+        # File summaries by content, kept in memory between reads (never written to disk).
+        self._summaries = ResultCache(self.root / self.config.cache_dir / "live-unsaved", "live")
+
+    def read_views(self) -> None:
+        """Resolve the helpers every saved file calls (a whole-scope pass; summaries are kept)."""
+        digests = {shown: digest(data) for shown, data in self.saved.items()}
+        self.views = helper_views(self.saved, self.contract, self._summaries, digests)
 
     def read_facts(self) -> None:
         """Read the project facts of the next saved file that has not given them yet."""
@@ -105,7 +121,10 @@ class Workspace:
     def _request(self, shown: str, data: bytes, project_only: bool = False, fix: Optional[Applicability] = None) -> Optional[CheckRequest]:
         options = RunOptions(fix=fix)
         config_path = _config_relative(self.root / shown, self.config)
-        work = file_requests(self.plan, options, self.config, self.contract, [shown], {shown: data}, {shown: config_path})
+        work = file_requests(
+            self.plan, options, self.config, self.contract, [shown], {shown: data}, {shown: config_path},
+            None if project_only else self.views,
+        )
         if not work:
             return None
         request = work[0][0]

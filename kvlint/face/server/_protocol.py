@@ -87,6 +87,13 @@ class KvlintServer(LanguageServer):
         """Project facts one file at a time, so checks of open documents slip in between."""
         while state.unread_facts:
             await self.on_worker(state.read_facts)
+        await self.read_views(state)
+
+    async def read_views(self, state: Workspace) -> None:
+        """The helpers' facts over the saved files; then every open file is checked again with them."""
+        await self.on_worker(state.read_views)
+        for uri in set(self.uris.values()):
+            self.schedule(uri, 0)
         await self.publish_project(state, force=True)
 
     def client_resolves(self) -> bool:
@@ -213,9 +220,10 @@ async def did_save(ls: KvlintServer, params: types.DidSaveTextDocumentParams) ->
         return
     text = params.text if params.text is not None else ls.workspace.get_text_document(uri).source
     await ls.on_worker(lambda: state.save(shown, text.encode("utf-8")))
-    # A helper defined here may be what another open file's finding goes through: check them all again.
-    for other in {uri, *ls.uris.values()}:
-        ls.schedule(other, 0)
+    ls.schedule(uri, 0)
+    if not state.unread_facts:
+        # A helper defined here may be what another open file's finding goes through.
+        await ls.read_views(state)
 
 
 def did_close(ls: KvlintServer, params: types.DidCloseTextDocumentParams) -> None:
