@@ -41,7 +41,8 @@ def write(root: Path, files: dict[str, str]) -> None:
 def check(root: Path, monkeypatch: pytest.MonkeyPatch, **options: Any) -> list[Finding]:
     monkeypatch.chdir(root)
     options.setdefault("jobs", 1)
-    return run(load_config(), RunOptions(paths=(Path("."),), **options)).findings
+    options.setdefault("paths", (Path("."),))
+    return run(load_config(), RunOptions(**options)).findings
 
 
 def codes(findings: list[Finding]) -> list[tuple[str, str, int]]:
@@ -281,7 +282,7 @@ TBO_BUILDER = (
 
 
 @pytest.mark.parametrize("cache", [True, False])
-def test_changed_reports_for_a_file_what_the_whole_tree_run_does(
+def test_changed_and_hook_runs_report_for_a_file_what_the_whole_tree_run_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache: bool
 ) -> None:
     """The helper, the batch class's builder and the contract live in files `--changed` leaves out."""
@@ -303,7 +304,10 @@ def test_changed_reports_for_a_file_what_the_whole_tree_run_does(
             handle.write("# touched\n")
         expected = [f.to_json() for f in check(tmp_path, monkeypatch, cache=cache) if f.path == changed]
         assert expected, changed
-        hook = check(tmp_path, monkeypatch, cache=cache, changed="HEAD")
+        changed_run = check(tmp_path, monkeypatch, cache=cache, changed="HEAD")
+        assert [f.to_json() for f in changed_run] == expected
+        # The pre-commit hook names the file: the same findings.
+        hook = check(tmp_path, monkeypatch, cache=cache, paths=(Path(changed),))
         assert [f.to_json() for f in hook] == expected
         _git(tmp_path, "checkout", "--", changed)
 

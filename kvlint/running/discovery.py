@@ -67,6 +67,15 @@ def discover(paths: Sequence[Path], exclude: Sequence[str], exclude_root: Path) 
     return Scope(tuple(sorted(_one_path_per_file(found))), tuple(skipped))
 
 
+def tree_of(in_scope: Sequence[Path], include: Sequence[str], exclude: Sequence[str], root: Path) -> list[Path]:
+    """The whole tree a narrower run (`--changed`, the pre-commit hook's file list) is part of:
+    its own scope and the configured include. The project index and the contract read it all."""
+    # The include's own order first: project rules then meet facts in a whole-tree run's order.
+    by_resolved = {path.resolve(): path for path in in_scope}
+    tree = [by_resolved.pop(path.resolve(), path) for path in discover([root / part for part in include], exclude, root).files]
+    return tree + list(by_resolved.values())
+
+
 def _one_path_per_file(paths: Iterable[Path]) -> list[Path]:
     """Drop links to a file that is in scope under another path: it would be checked (and fixed) twice."""
     chosen: dict[Path, Path] = {}

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 from kvlint.running.cache import ProjectEntry, ResultCache, dataclass_identity, digest, project_inputs, run_key
 from kvlint.api.config import Config, ConfigError
 from kvlint.api.contract import Contract
-from kvlint.running.discovery import discover, display_path
+from kvlint.running.discovery import discover, display_path, tree_of
 from kvlint.running.learn import learn_contract
 from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
@@ -80,9 +80,12 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         log.debug("skipped %s: %s", skipped_path, reason)
     cwd = Path.cwd()
     sources, read_errors = _read_all(files, cwd)
-    # Under --changed the rest of the scope is context: the contract, the helpers' facts and
-    # KV301's facts come from it as in a whole-tree run, but nothing is reported there.
-    context, _unread = _read_all([path for path in scope.files if path not in sources], cwd) if options.changed else ({}, [])
+    # Under --changed, or with paths narrower than the configured include (the pre-commit hook),
+    # the rest of the tree is context: the contract, the helpers' facts and KV301's facts come
+    # from it as in a whole-tree run, but nothing is reported there.
+    whole = tree_of(scope.files, config.include, config.exclude, config.root) if options.changed or options.paths else []
+    reading = {path.resolve() for path in sources}
+    context, _unread = _read_all([path for path in whole if path.resolve() not in reading], cwd)
     phases.done("read", "%d files read, %d could not be, %d of context", len(sources), len(read_errors), len(context))
     contract = learn_contract(config, {**context, **sources})
     learned = [key for key, source in contract.sources if source.startswith("learned")]
@@ -187,7 +190,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     project = _Project(plan, config, config_paths, everything, digests, result_cache, options.fix)
     with_context = _with_context(checked, context_by_path, triggers, result_cache, digests,
                                  lambda missing, into: check_files(missing, replace(options, fix=None), into))
-    order = [shown for shown in (display_path(path, cwd) for path in scope.files) if shown in with_context]
+    order = [shown for shown in (display_path(path, cwd) for path in whole or scope.files) if shown in with_context]
     with_context = {shown: with_context[shown] for shown in order}
     for code in triggers.project_codes:
         produced = project.run_rule(code, with_context, fixed, errors)
