@@ -27,6 +27,14 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("NO_COLOR", "1")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist, session fixtures are per worker: one group keeps the
+    # corpus tests on one worker, so the tree is checked and fixed once.
+    for item in items:
+        if item.get_closest_marker("corpus") is not None:
+            item.add_marker(pytest.mark.xdist_group("corpus"))
+
+
 @pytest.fixture(scope="session")
 def srt() -> Path:
     """The real `sglang/srt` tree (downloaded once per machine), or a skip saying why not."""
