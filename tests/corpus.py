@@ -43,6 +43,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -65,6 +66,9 @@ class CorpusCheck:
 
     result: subprocess.CompletedProcess
     report: dict
+    # ru_maxrss of the largest child process waited for so far (the CLI or a
+    # worker), taken in the process that ran the check, right after it.
+    peak_rss_bytes: int
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,8 @@ def kvlint_json(cwd: Path, *args: str) -> CorpusCheck:
     result = kvlint_cli(cwd, "check", "--format", "json", *args)
     if result.returncode not in (0, 1):
         raise AssertionError(f"kvlint check {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
-    return CorpusCheck(result, json.loads(result.stdout))
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
+    return CorpusCheck(result, json.loads(result.stdout), peak)
 
 
 def python_files(root: Path) -> dict[str, bytes]:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from corpus import sglang_srt_or_skip
 
 import kvlint.running.checker
 import kvlint.running.workers
@@ -61,10 +61,13 @@ def test_the_pool_returns_results_in_request_order(many_files: Path) -> None:
 
 
 @pytest.mark.corpus
-def test_jobs_1_and_2_print_the_same_on_real_sglang() -> None:
-    srt = sglang_srt_or_skip()
-    parts = [str(srt / part) for part in CORPUS_PARTS if (srt / part).is_dir()]
-    assert kvlint_json(srt, "--jobs", "1", *parts) == kvlint_json(srt, "--jobs", "2", *parts)
+def test_jobs_1_and_2_print_the_same_on_real_sglang(srt: Path, tmp_path: Path) -> None:
+    # The parts alone are the project: a run on paths narrower than the
+    # configured include would read the whole tree as context.
+    for part in CORPUS_PARTS:
+        shutil.copytree(srt / part, tmp_path / part)
+    (tmp_path / "kvlint.toml").write_text("")
+    assert kvlint_json(tmp_path, "--jobs", "1", ".") == kvlint_json(tmp_path, "--jobs", "2", ".")
 
 
 def test_small_runs_stay_in_process(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
