@@ -43,7 +43,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -66,8 +65,7 @@ class CorpusCheck:
 
     result: subprocess.CompletedProcess
     report: dict
-    # ru_maxrss of the largest child process waited for so far (the CLI or a
-    # worker), taken in the process that ran the check, right after it.
+    # Peak RSS of the largest process of the check: the CLI or a worker.
     peak_rss_bytes: int
 
 
@@ -96,13 +94,25 @@ def kvlint_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+# Runs a command and appends the peak RSS (KiB on Linux) of its process tree to
+# stderr: a parent of its own, so no other test's child process counts.
+_MEASURED = (
+    "import resource, subprocess, sys; result = subprocess.run(sys.argv[1:]); "
+    "sys.stderr.write('\\npeak-rss-kib %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+    "sys.exit(result.returncode)"
+)
+
+
 def kvlint_json(cwd: Path, *args: str) -> CorpusCheck:
     """`kvlint check --format json ARGS` in `cwd`, which must exit 0 or 1."""
-    result = kvlint_cli(cwd, "check", "--format", "json", *args)
+    result = subprocess.run(
+        [sys.executable, "-c", _MEASURED, sys.executable, "-m", "kvlint", "check", "--format", "json", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=900,
+    )
     if result.returncode not in (0, 1):
         raise AssertionError(f"kvlint check {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
-    return CorpusCheck(result, json.loads(result.stdout), peak)
+    peak_kib = int(result.stderr.rstrip().rsplit("peak-rss-kib ", 1)[1])
+    return CorpusCheck(result, json.loads(result.stdout), peak_kib * 1024)
 
 
 def python_files(root: Path) -> dict[str, bytes]:
