@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO, TypeVar
 
 import click
 
@@ -13,6 +13,7 @@ from kvlint import DISTRIBUTION, __version__
 from kvlint.api.config import ConfigError, load_config
 from kvlint.api.types import Applicability
 from kvlint.face.baseline import read_baseline, without_baselined, write_baseline
+from kvlint.face.report_file import ReportFileError, atomic_report_file
 from kvlint.face.reporters import get_reporter
 
 if TYPE_CHECKING:
@@ -76,6 +77,10 @@ def main() -> None:
 @main.command()
 @_common_options
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True)
+@click.option(
+    "--output-file", type=click.Path(path_type=Path),
+    help="Write the --format report to this file, atomically; stdout then shows the text report.",
+)
 @click.option("--baseline", "baseline_file", type=click.Path(path_type=Path), help="Hide findings recorded in this baseline file.")
 @click.option("--min-files", type=click.IntRange(min=0), help="Exit 2 when fewer files than this are in scope.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
@@ -165,7 +170,7 @@ def _guarded(action: Callable[[], int]) -> None:
     """User mistakes become one line and exit 2; only genuine bugs show a traceback."""
     try:
         code = action()
-    except ConfigError as exc:
+    except (ConfigError, ReportFileError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
@@ -257,9 +262,20 @@ def _run_options(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check(**kwargs: Any) -> int:
+    if kwargs["output_file"] is None:
+        return _check_into(sys.stdout, **kwargs)
+    # Opened before the run: a path that cannot be written fails before a whole-tree check.
+    with atomic_report_file(kwargs["output_file"]) as report:
+        code = _check_into(report, **kwargs)
+    if not kwargs["quiet"]:
+        click.echo(f"kvlint: {kwargs['output_format']} report written to {kwargs['output_file']}", err=True)
+    return code
 
+
+def _check_into(report: TextIO, **kwargs: Any) -> int:
+    """Check, write the `--format` report to `report`, and (when that is a file) the text report to stdout."""
     known = read_baseline(kwargs["baseline_file"]) if kwargs["baseline_file"] else None
-    show_progress = kwargs["output_format"] == "text" and not kwargs["quiet"]
+    show_progress = (kwargs["output_format"] == "text" or report is not sys.stdout) and not kwargs["quiet"]
     result = _run(
         kwargs["paths"],
         config_file=kwargs["config_file"],
@@ -271,8 +287,10 @@ def _check(**kwargs: Any) -> int:
         result.findings = without_baselined(result.findings, known)
     fixes = _sarif_fixes(result, kwargs) if kwargs["output_format"] == "sarif" else None
     get_reporter(kwargs["output_format"])(
-        result, sys.stdout, statistics=kwargs["statistics"], quiet=kwargs["quiet"], fixes=fixes
+        result, report, statistics=kwargs["statistics"], quiet=kwargs["quiet"], fixes=fixes
     )
+    if report is not sys.stdout:
+        get_reporter("text")(result, sys.stdout, statistics=kwargs["statistics"], quiet=kwargs["quiet"])
     if kwargs["min_files"] is not None and result.files_in_scope < kwargs["min_files"]:
         click.echo(
             f"kvlint: error: {result.files_in_scope} files in scope, fewer than --min-files {kwargs['min_files']}",
