@@ -23,6 +23,31 @@ T = TypeVar("T")
 
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
 
+# Longest code a message quotes: a whole line of a report with the path and the rule's words around it.
+QUOTE_WIDTH = 80
+
+
+def one_line_code(code: str, width: int = QUOTE_WIDTH) -> str:
+    """`code` as a message quotes it: one line, shortened in the middle with `…` where longer than `width`.
+
+    A message is one line in every format: grep, editors' quickfix lists and
+    CI annotators split a finding at a newline. A multi-line expression's
+    lines are joined with one space, none after an opening bracket or before a
+    closing bracket or a leading `.` (a method chain broken over lines).
+    """
+    text = ""
+    for line in code.splitlines():
+        line = line.strip().removesuffix("\\").rstrip()
+        if not line:
+            continue
+        if text and not (text.endswith(("(", "[", "{")) or line.startswith((")", "]", "}", "."))):
+            text += " "
+        text += line
+    if len(text) <= width:
+        return text
+    head = width // 2
+    return text[:head] + "…" + text[len(text) - (width - head - 1):]
+
 
 @dataclass(frozen=True)
 class Replacement:
@@ -68,6 +93,11 @@ class FileContext:
         return result
 
     def code_for(self, node: cst.CSTNode) -> str:
+        """The node's source as a message quotes it (`one_line_code`); compare nodes with `source_of`."""
+        return one_line_code(self.module.code_for_node(node))
+
+    def source_of(self, node: cst.CSTNode) -> str:
+        """The node's source exactly as written."""
         return self.module.code_for_node(node)
 
 

@@ -117,9 +117,11 @@ class HeadRegroupView(Rule):
             if not isinstance(call.func, cst.Attribute) or not is_head_regroup(call.args):
                 continue
             tensor = call.func.value
-            name = ctx.code_for(tensor)
-            if not tracker.holds(tensor, site.function) or name in _asserted_contiguous(ctx, site.function):
+            if not tracker.holds(tensor, site.function):
                 continue
+            if ctx.source_of(tensor) in _asserted_contiguous(ctx, site.function):
+                continue
+            name = ctx.code_for(tensor)
             ctx.report(
                 call,
                 f"this `.view` regroups heads of paged KV `{name}` into pseudo-pages: it raises on a token-major "
@@ -139,7 +141,7 @@ def _asserted_contiguous(ctx: FileContext, function: Optional[cst.FunctionDef]) 
         for check in m.findall(function, m.Assert()):
             for call in m.findall(check, m.Call(func=m.Attribute(attr=m.Name("is_contiguous")))):
                 assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-                found.add(ctx.code_for(call.func.value))
+                found.add(ctx.source_of(call.func.value))
         return frozenset(found)
 
     return ctx.analysis(("asserted-contiguous", id(function)), build)

@@ -215,7 +215,7 @@ def _agree(ctx: FileContext, found: Sequence[Optional[RawLoc]]) -> Optional[RawL
 
 
 def _same(ctx: FileContext, a: cst.CSTNode, b: cst.CSTNode) -> bool:
-    return a.deep_equals(b) or ctx.code_for(a).strip() == ctx.code_for(b).strip()
+    return a.deep_equals(b) or ctx.source_of(a).strip() == ctx.source_of(b).strip()
 
 
 def write_loc_spelling(ctx: FileContext) -> tuple[cst.BaseExpression, tuple[tuple[str, str], ...]]:
