@@ -63,6 +63,14 @@ class Contract:
     paged_helpers: tuple[str, ...] = PAGED_HELPERS
     loc_attributes: tuple[str, ...] = ("out_cache_loc",)
     write_doors: tuple[tuple[str, int], ...] = tuple(DEFAULT_WRITE_DOORS.items())
+    # Configured on top of the learned doors: name -> loc index added, names removed.
+    add_write_doors: tuple[tuple[str, int], ...] = ()
+    remove_write_doors: tuple[str, ...] = ()
+    # Why each door is one: "PATH:LINE: `loc` reaches the mark check `unwrap_write_loc`", "default", "config ...".
+    door_reasons: tuple[tuple[str, str], ...] = ()
+    # Functions that return their loc argument with its mark kept (the tree's translate helpers):
+    # `--prove` takes a call of one as proven when its first argument is.
+    mark_keeping: tuple[str, ...] = ()
     buffer_accessors: tuple[str, ...] = DEFAULT_BUFFER_ACCESSORS
     kv_name_fallback: str = DEFAULT_KV_NAME_FALLBACK
     # The batch class's field names, learned from its definition (empty: not found).

@@ -63,11 +63,16 @@ def contract_table(contract: Contract) -> str:
         "host-cache-classes": list(contract.host_cache_classes),
         "page-split-paths": list(contract.page_split_paths),
     }
+    if contract.mark_keeping:
+        values["mark-keeping"] = list(contract.mark_keeping)
     width = max(map(len, values))
-    return "\n".join(
+    lines = [
         f"{key:<{width}}  {json.dumps(value)}  [{_origin(contract, key)}] ({contract.source_of(key)})"
         for key, value in values.items()
-    )
+    ]
+    # Each door with why it is one: a proof is only as complete as its door set.
+    lines += [f"  door {name}: {why}" for name, why in contract.door_reasons]
+    return "\n".join(lines)
 
 
 def _origin(contract: Contract, key: str) -> str:

@@ -9,8 +9,11 @@ What is learned, and from where:
 - `batch-mark`: the batch class's field named `<loc attribute>_...<mark>`
   (`out_cache_loc_id_space`, `out_cache_loc_is_physical`), else the attribute
   the class's `for_batch` reads its mark from.
-- `write-doors` (when not configured): the defaults plus every method named
-  like `set_*kv_buffer` whose definition takes a `loc`/`loc_info` parameter.
+- `write-doors` (when not configured): in a tree with the mark, every method whose
+  loc reaches the tree's mark check or unwrap, or forwards it to another door
+  (`kvlint.running.learn_doors`); else the defaults plus every method named like
+  `set_*kv_buffer` taking a `loc`/`loc_info` parameter. `add-write-doors` and
+  `remove-write-doors` adjust either; each door keeps why it is one.
 - `paged-helpers-module` and `Contract.paged_helpers`: the module that defines
   `paged_view` / `paged_row_view` / `paged_kv_view`, and which of them.
 
@@ -42,15 +45,14 @@ What fixes may call, and where they import it from:
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from kvlint.api.config import Config, configured_contract
-from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, LOC_KEYWORDS, NOT_FIELD_ANNOTATIONS, PAGED_HELPERS, Contract
+from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, NOT_FIELD_ANNOTATIONS, PAGED_HELPERS, Contract
+from kvlint.running.learn_doors import doors_by_mark, doors_by_name
 from kvlint.running.learn_tree import (
-    DOOR_DEF as _DOOR_DEF,
     Learned as _Learned,
     learn_door_checks as _learn_door_checks,
     learn_import_spellings as _learn_import_spellings,
@@ -60,7 +62,6 @@ from kvlint.running.learn_tree import (
 )
 
 MARK_FIELDS = ("id_space", "physical")
-_DOOR_NAME = re.compile(r"^_?set_(\w+_)?kv_buffer$")
 # Markers of a project root: a package path never climbs past one.
 _ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
@@ -76,7 +77,7 @@ def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
         _learn_batch_mark(contract, config, ordered, learned)
     _learn_batch_fields(config, ordered, learned)
     if "write-doors" not in dict(config.contract):
-        _learn_doors(ordered, learned)
+        _learn_doors(contract, config, ordered, learned)
     if _auto(config, "paged-helpers-module"):
         _learn_paged_helpers(ordered, learned)
     _learn_import_spellings(config, ordered, learned)
@@ -116,7 +117,8 @@ def _keys_to_fill(config: Config) -> set[str]:
                             "batch-factory", "mark-predicate", "pool-classes", "page-split-paths")
             if config.contract_value(key) == AUTO}
     # Learned alongside the values they belong to, never configured on their own.
-    auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes"}
+    auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes",
+             "door-reasons"}
     if config.contract_value("write-loc-class") == AUTO:
         auto.add("write-loc-class")
     if "write-doors" not in dict(config.contract):
@@ -243,39 +245,34 @@ def _field_names(klass: ast.ClassDef) -> list[str]:
     return names
 
 
-def _learn_doors(files: list[tuple[Path, bytes]], learned: _Learned) -> None:
-    doors = dict(DEFAULT_WRITE_DOORS)
-    first: Optional[tuple[Path, int]] = None
-    found = 0
-    for path, data in files:
-        if not _DOOR_DEF.search(data):
-            continue
-        for tree_path, tree in _parsed([(path, data)], b"kv_buffer"):
-            for klass in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
-                for method in klass.body:
-                    if not (isinstance(method, ast.FunctionDef) and _DOOR_NAME.match(method.name)):
-                        continue
-                    index = _loc_index(method)
-                    if index is None or method.name in doors:
-                        continue
-                    doors[method.name] = index
-                    found += 1
-                    first = first or (tree_path, method.lineno)
-    if first is not None:
-        learned.set("write-doors", tuple(doors.items()), *first)
-        if found > 1:
-            learned.sources["write-doors"] += f" (and {found - 1} more)"
-
-
-def _loc_index(method: ast.FunctionDef) -> Optional[int]:
-    """The loc parameter's position among the call's arguments (`self` not counted)."""
-    params = [*method.args.posonlyargs, *method.args.args]
-    if params and params[0].arg in ("self", "cls"):
-        params = params[1:]
-    for position, param in enumerate(params):
-        if param.arg in LOC_KEYWORDS:
-            return position
-    return None
+def _learn_doors(contract: Contract, config: Config, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
+    """By what a pool does with its loc where the tree has the mark, else by name; then the
+    configuration's `add-write-doors` / `remove-write-doors`."""
+    mark = learned.values.get("mark") or (contract.mark if config.contract_value("mark") != AUTO else None)
+    if "write-loc-class" not in learned.values:
+        mark = None
+    cls = str(learned.values.get("write-loc-class", contract.write_loc_class))
+    found = doors_by_mark(files, cls, str(mark)) if mark else doors_by_name(files)
+    doors = {} if mark and found else dict(DEFAULT_WRITE_DOORS)
+    reasons = {} if mark and found else {name: "default" for name in doors}
+    for door in found:
+        doors[door.name] = door.index
+        reasons[door.name] = door.reason()
+    for name, index in contract.add_write_doors:
+        doors[name] = index
+        reasons[name] = f"config {config.path}: add-write-doors"
+    for name in contract.remove_write_doors:
+        doors.pop(name, None)
+        reasons.pop(name, None)
+    learned.values["door-reasons"] = tuple(reasons.items())
+    learned.sources["door-reasons"] = "learned with write-doors"
+    if found:
+        learned.set("write-doors", tuple(doors.items()), found[0].path, found[0].line)
+        how = "what each pool does with its loc" if mark else "the set_..._kv_buffer name pattern"
+        learned.sources["write-doors"] += f" ({len(found)} doors, by {how})"
+    elif contract.add_write_doors or contract.remove_write_doors:
+        learned.values["write-doors"] = tuple(doors.items())
+        learned.sources["write-doors"] = f"config {config.path}"
 
 
 def _learn_paged_helpers(files: list[tuple[Path, bytes]], learned: _Learned) -> None:

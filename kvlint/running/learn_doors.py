@@ -1,0 +1,270 @@
+"""Write doors learned from what a pool does with its loc, not from the method's name.
+
+In a tree that defines the write-loc class with its mark, a door is a method
+with a parameter that reaches the tree's own mark check or unwrap: passed to a
+module function that tests `isinstance(p, <write-loc class>)` or reads
+`p.<mark>` (`unwrap_write_loc`, `write_loc_is_physical`), tested or read so in
+the method itself, or forwarded as the loc of another door (a wrapper pool's
+method is a door whatever its name). Doors are found round by round until no
+forwarding adds one. A method named like a door whose loc never reaches the
+mark (an index-buffer writer taking a plain tensor by design) is not one.
+
+In a tree without the mark, the `set_..._kv_buffer` name pattern stays: there
+is no check for a loc to reach.
+
+Each door keeps why it is one (file, line, the link), for `kvlint contract`.
+Calls are matched by the callee's trailing name, as the rules match door
+calls, so a door inherited from a base pool in another file is a door on its
+subclasses too.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional, Union
+
+from kvlint.api.contract import DEFAULT_WRITE_DOORS, LOC_KEYWORDS
+from kvlint.running.discovery import display_path
+from kvlint.running.learn_tree import DOOR_DEF, parsed_tree
+
+DOOR_NAME = re.compile(r"^_?set_(\w+_)?kv_buffer$")
+_Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+# Forwarding chains longer than this are not followed (a wrapper of a wrapper of ... a pool).
+_MAX_ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class Door:
+    name: str
+    # The loc parameter's position among the arguments a caller passes (self not counted).
+    index: int
+    path: Path
+    line: int
+    why: str
+
+    def reason(self) -> str:
+        return f"{display_path(self.path, Path.cwd())}:{self.line}: {self.why}"
+
+
+def doors_by_mark(files: list[tuple[Path, bytes]], write_loc_class: str, mark: str) -> list[Door]:
+    """The doors of a tree whose write-loc class `write_loc_class` carries `mark`."""
+    checks = _mark_checks(files, write_loc_class, mark)
+    # Round one reads the files naming the class, its mark or a mark check; each later round
+    # the files calling a door found in the round before (the forwarding wrappers).
+    words = {write_loc_class, f".{mark}", *checks}
+    methods: dict[tuple[Path, int], _Method] = {}
+    doors: dict[str, Door] = {}
+    for _round in range(_MAX_ROUNDS):
+        for path, data in files:
+            if any(word.encode() in data for word in words):
+                for function in _functions(data, words, methods=True):
+                    if (path, function.lineno) not in methods:
+                        methods[(path, function.lineno)] = _Method.read(function, write_loc_class, mark)
+        found = []
+        for (path, _line), method in methods.items():
+            door = None if method.name in doors else method.door(path, write_loc_class, mark, checks, doors)
+            if door is not None:
+                doors[door.name] = door
+                found.append(door.name)
+        if not found:
+            break
+        words = {f"{name}(" for name in found}
+    return sorted(doors.values(), key=lambda door: door.name)
+
+
+@dataclass(frozen=True)
+class _Call:
+    callee: str
+    line: int
+    # The plain name at each position (None: anything else; the list stops at a `*args`).
+    positional: tuple[Optional[str], ...]
+    keywords: tuple[tuple[str, str], ...]
+
+    def passes(self, names: set[str], position: int, keywords: tuple[str, ...]) -> bool:
+        if position < len(self.positional) and self.positional[position] in names:
+            return True
+        return any(keyword in keywords and name in names for keyword, name in self.keywords)
+
+
+@dataclass(frozen=True)
+class _Method:
+    """What door learning needs of one method, read in one walk."""
+
+    name: str
+    params: tuple[str, ...]
+    # Name -> line where it is tested against the write-loc class or read for its mark.
+    checked: dict[str, int]
+    calls: tuple[_Call, ...]
+    # (target, value) of each `name = other_name`.
+    copies: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def read(cls, method: _Function, write_loc_class: str, mark: str) -> "_Method":
+        checked: dict[str, int] = {}
+        calls: list[_Call] = []
+        copies: list[tuple[str, str]] = []
+        for node in ast.walk(method):
+            if isinstance(node, ast.Attribute) and node.attr == mark and isinstance(node.value, ast.Name):
+                checked.setdefault(node.value.id, node.lineno)
+            elif isinstance(node, ast.Call):
+                callee = _trailing(node.func)
+                if callee == "isinstance" and len(node.args) == 2 and _is_name(node.args[1], write_loc_class):
+                    if isinstance(node.args[0], ast.Name):
+                        checked.setdefault(node.args[0].id, node.lineno)
+                elif callee is not None:
+                    calls.append(_Call(callee, node.lineno, _positional(node), tuple(
+                        (k.arg, k.value.id) for k in node.keywords if k.arg and isinstance(k.value, ast.Name)
+                    )))
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                if isinstance(node.value, ast.Name):
+                    copies.append((node.targets[0].id, node.value.id))
+        return cls(method.name, tuple(_params(method)), checked, tuple(calls), tuple(copies))
+
+    def door(
+        self, path: Path, cls: str, mark: str, checks: dict[str, int], doors: dict[str, Door]
+    ) -> Optional[Door]:
+        for index, param in enumerate(self.params):
+            if param in self.checked:
+                why = f"`{param}` is tested against `{cls}` or read for `.{mark}`"
+                return Door(self.name, index, path, self.checked[param], why)
+            carriers = self._carriers(param)
+            for call in self.calls:
+                if call.callee in checks and call.passes(carriers, checks[call.callee], ()):
+                    return Door(self.name, index, path, call.line, f"`{param}` reaches the mark check `{call.callee}`")
+                door = doors.get(call.callee)
+                if door is not None and call.callee != self.name and call.passes(carriers, door.index, LOC_KEYWORDS):
+                    return Door(self.name, index, path, call.line, f"`{param}` is forwarded to the door `{call.callee}`")
+        return None
+
+    def _carriers(self, param: str) -> set[str]:
+        """`param` and the local names assigned from it as they are (`loc = loc_info` on some branch)."""
+        names = {param}
+        for _hop in range(3):
+            names |= {target for target, value in self.copies if value in names}
+        return names
+
+
+def _positional(call: ast.Call) -> tuple[Optional[str], ...]:
+    names: list[Optional[str]] = []
+    for arg in call.args:
+        if isinstance(arg, ast.Starred):
+            break
+        names.append(arg.id if isinstance(arg, ast.Name) else None)
+    return tuple(names)
+
+
+def doors_by_name(files: list[tuple[Path, bytes]]) -> list[Door]:
+    """Methods named like `set_*kv_buffer` taking a `loc`/`loc_info` parameter (a tree without the mark)."""
+    doors: dict[str, Door] = {}
+    for path, data in files:
+        if not DOOR_DEF.search(data):
+            continue
+        tree = parsed_tree(data)
+        for method in _class_methods(tree) if tree is not None else ():
+            if method.name in doors or method.name in DEFAULT_WRITE_DOORS or not DOOR_NAME.match(method.name):
+                continue
+            params = _params(method)
+            index = next((i for i, name in enumerate(params) if name in LOC_KEYWORDS), None)
+            if index is not None:
+                doors[method.name] = Door(method.name, index, path, method.lineno, f"named like a door, `{params[index]}`")
+    return sorted(doors.values(), key=lambda door: door.name)
+
+
+def _mark_checks(files: list[tuple[Path, bytes]], cls: str, mark: str) -> dict[str, int]:
+    """Module functions testing their parameter against the write-loc class or reading its mark,
+    by name -> the parameter's position (`unwrap_write_loc(loc_info)` -> 0)."""
+    found: dict[str, int] = {}
+    for _path, data in files:
+        if cls.encode() not in data:
+            continue
+        for node in _functions(data, {cls, f".{mark}"}, methods=False):
+            params = [arg.arg for arg in (*node.args.posonlyargs, *node.args.args)]
+            for position, param in enumerate(params):
+                if _checks_itself(node, param, cls, mark) is not None:
+                    found[node.name] = position
+                    break
+    return found
+
+
+_DEF_LINE = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]")
+
+
+def _functions(data: bytes, words: set[str], methods: bool) -> Iterator[_Function]:
+    """The functions of a file whose text holds one of `words`: methods (indented `def`s) or
+    module functions. Only those are parsed, each on its own (dedented): the files that
+    matter are the largest of a tree (its pools), and a pool's few doors sit among hundreds
+    of methods. A piece that does not parse alone gives nothing."""
+    lines = data.splitlines(keepends=True)
+    starts = [(i, len(m.group(1))) for i, line in enumerate(lines) if (m := _DEF_LINE.match(line))]
+    encoded = [word.encode() for word in words]
+    for number, (first, indent) in enumerate(starts):
+        if (indent > 0) != methods:
+            continue
+        last = len(lines)
+        for later, later_indent in starts[number + 1:]:
+            if later_indent <= indent:
+                last = later
+                break
+        for end in range(first + 1, last):
+            text = lines[end]
+            if text.strip() and not text.startswith((b" ", b"\t", b"#", b")")) and indent == 0:
+                last = end
+                break
+        # A piece keeps its own decorators (`@staticmethod` shifts the loc's position), not the next one's.
+        while first > 0 and lines[first - 1].lstrip().startswith(b"@"):
+            first -= 1
+        while last > first + 1 and (not lines[last - 1].strip() or lines[last - 1].lstrip().startswith((b"@", b"#"))):
+            last -= 1
+        piece = b"".join(lines[first:last])
+        if not any(word in piece for word in encoded):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(piece.decode("utf-8", errors="replace")))
+        except (SyntaxError, ValueError):
+            continue
+        function = tree.body[0] if tree.body else None
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield ast.increment_lineno(function, first)
+
+
+def _checks_itself(function: _Function, param: str, cls: str, mark: str) -> Optional[int]:
+    """The line where `function` tests `param` against `cls` or reads `param.<mark>`."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Attribute) and node.attr == mark and _is_name(node.value, param):
+            return node.lineno
+        if (
+            isinstance(node, ast.Call) and _is_name(node.func, "isinstance") and len(node.args) == 2
+            and _is_name(node.args[0], param) and _is_name(node.args[1], cls)
+        ):
+            return node.lineno
+    return None
+
+
+def _class_methods(tree: ast.Module) -> Iterator[_Function]:
+    for klass in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+        for item in klass.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield item
+
+
+def _params(method: _Function) -> list[str]:
+    """Parameters a caller passes by position (self/cls left out), then keyword-only ones."""
+    names = [arg.arg for arg in (*method.args.posonlyargs, *method.args.args)]
+    is_static = any(_is_name(decorator, "staticmethod") for decorator in method.decorator_list)
+    if names and not is_static:
+        names = names[1:]
+    return names + [arg.arg for arg in method.args.kwonlyargs]
+
+
+def _is_name(node: ast.expr, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _trailing(func: ast.expr) -> Optional[str]:
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
