@@ -36,6 +36,8 @@ class Config:
     # Contract keys as written, "auto" kept: kvlint.running.learn resolves them.
     contract: tuple[tuple[str, Any], ...] = ()
     tbo: TboConfig = field(default_factory=TboConfig)
+    # `prove = true`: every check runs as `kvlint check --prove`.
+    prove: bool = False
     # The file the values came from, or None for built-in defaults.
     path: Optional[Path] = None
 
@@ -48,7 +50,7 @@ class Config:
         return dict(self.contract).get(key, AUTO)
 
 
-_TOP_KEYS = {"include", "exclude", "select", "ignore", "per-file-ignores", "cache-dir", "contract", "tbo"}
+_TOP_KEYS = {"include", "exclude", "select", "ignore", "per-file-ignores", "cache-dir", "contract", "tbo", "prove"}
 _CONTRACT_STR_KEYS = {
     "write-loc-class",
     "mark",
@@ -60,8 +62,12 @@ _CONTRACT_STR_KEYS = {
     "kv-name-fallback",
     "mark-predicate",
 }
-_CONTRACT_LIST_KEYS = {"loc-attributes", "buffer-accessors", "pool-classes", "host-cache-classes", "page-split-paths"}
-_CONTRACT_KEYS = _CONTRACT_STR_KEYS | _CONTRACT_LIST_KEYS | {"write-doors"}
+_CONTRACT_LIST_KEYS = {
+    "loc-attributes", "buffer-accessors", "pool-classes", "host-cache-classes", "page-split-paths",
+    "remove-write-doors", "mark-keeping",
+}
+_CONTRACT_DOOR_KEYS = {"write-doors", "add-write-doors"}
+_CONTRACT_KEYS = _CONTRACT_STR_KEYS | _CONTRACT_LIST_KEYS | _CONTRACT_DOOR_KEYS
 _TBO_KEYS = {"batch-class": str, "child-builder": str, "strict": bool}
 
 
@@ -107,7 +113,7 @@ def parse_config(table: Mapping[str, Any], path: Path) -> Config:
             _expect(value, dict, f"contract.{key}", path)
             for door, index in value.items():
                 if not isinstance(index, int) or isinstance(index, bool) or index < 0:
-                    raise ConfigError(f"{path}: contract.write-doors.{door} must be a non-negative integer")
+                    raise ConfigError(f"{path}: contract.{key}.{door} must be a non-negative integer")
             value = tuple(value.items())
         contract[key] = value
     tbo_table = table.get("tbo", {})
@@ -120,6 +126,8 @@ def parse_config(table: Mapping[str, Any], path: Path) -> Config:
     _expect(per_file, dict, "per-file-ignores", path)
     cache_dir = table.get("cache-dir", ".kvlint_cache")
     _expect(cache_dir, str, "cache-dir", path)
+    prove = table.get("prove", False)
+    _expect(prove, bool, "prove", path)
     return Config(
         include=tuple(_str_list(table.get("include", ["."]), "include", path)),
         exclude=tuple(_str_list(table.get("exclude", []), "exclude", path)),
@@ -135,6 +143,7 @@ def parse_config(table: Mapping[str, Any], path: Path) -> Config:
             child_builder=tbo_table.get("child-builder", "filter_batch"),
             strict=tbo_table.get("strict", False),
         ),
+        prove=prove,
         path=path,
     )
 

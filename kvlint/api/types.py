@@ -44,7 +44,12 @@ SYNTAX_ERROR = EngineCode(
 UNUSED_IGNORE = EngineCode(
     "KV001", "unused-ignore", Severity.WARNING, "A suppression comment that suppresses nothing (--report-unused-ignores)."
 )
-ENGINE_CODES = (SYNTAX_ERROR, UNUSED_IGNORE)
+# Reported by the `--prove` pass over the whole scope (`kvlint.running.prove`), not by a per-file rule.
+UNPROVEN_WRITE_LOC = EngineCode(
+    "KV104", "unproven-write-loc", Severity.ERROR,
+    "Only under --prove: a write door's loc kvlint cannot show to be marked; the message names where the proof stops.",
+)
+ENGINE_CODES = (SYNTAX_ERROR, UNUSED_IGNORE, UNPROVEN_WRITE_LOC)
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,8 @@ def main() -> None:
 )
 @click.option("--baseline", "baseline_file", type=click.Path(path_type=Path), help="Hide findings recorded in this baseline file.")
 @click.option("--min-files", type=click.IntRange(min=0), help="Exit 2 when fewer files than this are in scope.")
+@click.option("--prove", is_flag=True, help="Prove every write door's loc marked; KV104 for what cannot be shown.")
+@click.option("--min-doors", type=click.IntRange(min=0), help="With --prove: exit 2 when fewer write-door calls are seen.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--statistics", is_flag=True, help="Print a count per rule.")
 @click.option("--report-unused-ignores", is_flag=True, help="Report suppressions that suppress nothing (KV001).")
@@ -127,11 +129,12 @@ def rules(output_format: str) -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path), help="Baseline file to write.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path))
-def baseline(paths: tuple[Path, ...], output: Path, config_file: Optional[Path]) -> None:
+@click.option("--prove", is_flag=True, help="Record today's unproven write locs (KV104) too.")
+def baseline(paths: tuple[Path, ...], output: Path, config_file: Optional[Path], prove: bool) -> None:
     """Record today's findings in PATHS so `check --baseline` reports only new ones."""
 
     def record() -> int:
-        result = _run(paths, config_file=config_file)
+        result = _run(paths, config_file=config_file, prove=prove)
         write_baseline(output, result.findings)
         click.echo(f"recorded {len(result.findings)} findings in {output}", err=True)
         return EXIT_CLEAN
@@ -281,6 +284,7 @@ def _check_into(report: TextIO, **kwargs: Any) -> int:
         config_file=kwargs["config_file"],
         progress=show_progress,
         report_unused_ignores=kwargs["report_unused_ignores"],
+        prove=kwargs["prove"] or kwargs["min_doors"] is not None,
         **_run_options(kwargs),
     )
     if known is not None:
@@ -296,6 +300,10 @@ def _check_into(report: TextIO, **kwargs: Any) -> int:
             f"kvlint: error: {result.files_in_scope} files in scope, fewer than --min-files {kwargs['min_files']}",
             err=True,
         )
+        return EXIT_ERROR
+    doors = result.prove.total.doors if result.prove is not None else 0
+    if kwargs["min_doors"] is not None and doors < kwargs["min_doors"]:
+        click.echo(f"kvlint: error: {doors} write-door calls seen, fewer than --min-doors {kwargs['min_doors']}", err=True)
         return EXIT_ERROR
     if result.has_internal_error:
         return EXIT_ERROR

@@ -28,6 +28,7 @@ from kvlint.running.learn import learn_contract
 from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.running.project_facts import helper_views, with_view
+from kvlint.running.prove import Certificate, prove_scope
 from kvlint.running.selection import per_file_ignored
 from kvlint.running.decide import FileDecisions, project_candidate, unused_ignores
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
@@ -44,6 +45,7 @@ class RunResult:
     # path -> (original bytes, fixed bytes), for `fix`.
     fixed: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)
     skipped: tuple[tuple[str, str], ...] = ()
+    prove: Optional[Certificate] = None  # under --prove: door calls seen, proven, raw, unproven
 
     @property
     def has_internal_error(self) -> bool:
@@ -197,6 +199,8 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         produced = [finding for finding in produced if finding.path in by_path or finding.path not in everything]
         findings.extend(produced)
         phases.done("project", "%s: %d findings (%s)", code, len(produced), project.answered_by)
+    proof = prove_scope(config, contract, by_path, everything, config_paths, paths) if options.prove or config.prove else None
+    findings.extend(proof.findings if proof is not None else ())
     for shown, result in checked.items():
         if result.outcome is not None and result.outcome.open_suppressions:
             findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project.used.get(shown, ())))
@@ -206,7 +210,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     findings.sort(key=lambda finding: finding.sort_key)
     phases.total("%d findings, %d errors", len(findings), len(errors))
     errors.sort(key=lambda error: error.path)
-    return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped)
+    return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped, proof.certificate if proof else None)
 
 
 def _with_context(

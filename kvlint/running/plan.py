@@ -38,6 +38,8 @@ class RunOptions:
     changed: Optional[str] = None
     report_unused_ignores: bool = False
     strict_tbo: bool = False
+    # Prove every write door's loc marked (KV104 for what cannot be shown) and count the door calls.
+    prove: bool = False
     # Read and write the result cache (the CLI's default; off for library callers).
     cache: bool = False
 

@@ -72,17 +72,14 @@ def as_object(result: RunResult, fixes: Optional[Mapping[FindingKey, FindingFix]
     notifications = [
         {"level": "error", "message": {"text": f"{error.path}: {error.message}"}} for error in result.errors
     ]
-    return {
-        "$schema": SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {"driver": {"name": "kvlint", "version": __version__, "rules": rules}},
-                "results": results,
-                "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": notifications}],
-            }
-        ],
+    run: dict[str, Any] = {
+        "tool": {"driver": {"name": "kvlint", "version": __version__, "rules": rules}},
+        "results": results,
+        "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": notifications}],
     }
+    if result.prove is not None:
+        run["properties"] = {"prove": result.prove.to_json()}
+    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
 def sarif_fix(fix: FindingFix) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from kvlint.running.engine import RunResult
+from kvlint.running.prove import Certificate
 from kvlint.api.types import Finding
 
 
@@ -47,6 +48,8 @@ def render(result: RunResult, out: TextIO, *, statistics: bool = False, quiet: b
         f"{len(result.findings)} {noun} ({fixable} fixable) in {len(by_file)} files; "
         f"{result.files_in_scope} files in scope"
     )
+    if result.prove is not None:
+        _print_certificate(console, result.prove)
 
 
 def _source_lines(path: str) -> list[str]:
@@ -73,3 +76,15 @@ def _print_statistics(console: Console, findings: list[Finding]) -> None:
     fixable = Counter(finding.code for finding in findings if finding.fix is not None)
     for (code, name), count in sorted(counts.items()):
         console.print(f"{count:>6}  {code}  {name}  ({fixable[code]} fixable)")
+
+
+def _print_certificate(console: Console, certificate: Certificate) -> None:
+    """What `--prove` showed, in all and by top-level folder of the scope."""
+    total = certificate.total
+    console.print(
+        f"prove: {total.doors} write-door calls: {total.proven} proven marked, {total.raw} raw, {total.unproven} unproven"
+    )
+    for folder, counts in sorted(certificate.by_path.items()):
+        console.print(
+            f"  {escape(folder)}: {counts.doors} doors, {counts.proven} proven, {counts.raw} raw, {counts.unproven} unproven"
+        )

@@ -1,0 +1,166 @@
+"""`kvlint check --prove`: every write-door call in scope, its loc proven, raw or unproven, and the certificate.
+
+The door calls are those of the reported files (a bytes test for a door's
+name first, then CPython's `ast`); their locs are classified by
+`kvlint.analysis.loc_proof` over the whole scope (context files included
+under `--changed`, so a helper or a caller in an unchanged file still
+counts). A raw loc is what KV101, KV102 and KV103 report; an unproven one
+becomes KV104 here, decided like any finding (per-file ignores, suppression
+comments). The certificate counts the door calls by top-level folder of the
+scope, so a CI log shows which part of the tree was proven and how much of it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+from kvlint.analysis.loc_proof import UNPROVEN, LocProver, Verdict
+from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
+from kvlint.api.config import Config
+from kvlint.api.contract import Contract
+from kvlint.api.types import UNPROVEN_WRITE_LOC, Finding
+from kvlint.running.decide import Candidate, FileDecisions
+from kvlint.running.discovery import display_path
+from kvlint.running.selection import per_file_ignored
+
+
+@dataclass
+class Counts:
+    doors: int = 0
+    proven: int = 0
+    raw: int = 0
+    unproven: int = 0
+
+    def add(self, kind: str) -> None:
+        self.doors += 1
+        setattr(self, kind, getattr(self, kind) + 1)
+
+    def to_json(self) -> dict[str, int]:
+        return {"doors": self.doors, "proven": self.proven, "raw": self.raw, "unproven": self.unproven}
+
+
+@dataclass
+class Certificate:
+    """What `--prove` showed: door calls seen, proven, raw and unproven, in all and by top-level folder."""
+
+    total: Counts = field(default_factory=Counts)
+    by_path: dict[str, Counts] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.total.to_json(), "by_path": {path: counts.to_json() for path, counts in sorted(self.by_path.items())}}
+
+
+@dataclass(frozen=True)
+class DoorCall:
+    path: str
+    door: str
+    call: ast.Call
+    # The loc argument; None when the call does not pass it visibly (`*args`).
+    loc: Optional[ast.expr]
+    verdict: Verdict
+
+
+@dataclass
+class Proof:
+    certificate: Certificate
+    findings: list[Finding]
+    calls: list[DoorCall]
+
+
+def prove_scope(
+    config: Config, contract: Contract, reported: dict[str, bytes], everything: dict[str, bytes],
+    config_paths: dict[str, str], paths: Sequence[Path],
+) -> Proof:
+    """Prove the door calls of `reported` (display path -> bytes) over the tree `everything`;
+    `paths` are the run's paths, whose top-level folders the certificate counts by."""
+    roots = [display_path(path, Path.cwd()) for path in paths]
+    tree = ProofTree(everything)
+    prover = LocProver(tree, contract)
+    certificate = Certificate()
+    findings: list[Finding] = []
+    calls = list(door_calls(tree, prover, reported))
+    decisions: dict[str, FileDecisions] = {}
+    for found in calls:
+        certificate.total.add(found.verdict.kind)
+        certificate.by_path.setdefault(_folder(found.path, roots), Counts()).add(found.verdict.kind)
+        if found.verdict.kind != UNPROVEN:
+            continue
+        path = found.path
+        if path not in decisions:
+            ignored = per_file_ignored(config_paths.get(path, path), config.per_file_ignores, [UNPROVEN_WRITE_LOC.code])
+            decisions[path] = FileDecisions.for_source(path, ignored, reported[path].decode("utf-8", errors="replace"))
+        finding = decisions[path].admit(_candidate(found, reported[path].splitlines()))
+        if finding is not None:
+            findings.append(finding)
+    return Proof(certificate, findings, calls)
+
+
+def door_calls(tree: ProofTree, prover: LocProver, reported: dict[str, bytes]) -> Iterator[DoorCall]:
+    words = tuple(name.encode() + b"(" for name in prover.doors)
+    for path, data in reported.items():
+        if not any(word in data for word in words):
+            continue
+        for where in tree.places(path, words):
+            for node in own_nodes(where.function):
+                door = _door_name(node, prover)
+                if door is not None:
+                    assert isinstance(node, ast.Call)
+                    yield _classified(where, door, node, prover)
+
+
+def _door_name(node: ast.AST, prover: LocProver) -> Optional[str]:
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return name if name in prover.doors else None
+
+
+def _classified(where: Place, door: str, call: ast.Call, prover: LocProver) -> DoorCall:
+    loc = prover.door_loc(call)
+    if loc is None:
+        verdict = Verdict(UNPROVEN, f"`{door}` at {where.path}:{call.lineno} does not pass its loc visibly")
+    else:
+        verdict = prover.verdict(where, loc)
+    return DoorCall(where.path, door, call, loc, verdict)
+
+
+def _candidate(found: DoorCall, lines: list[bytes]) -> Candidate:
+    node: ast.expr = found.loc if found.loc is not None else found.call
+    end_line = node.end_lineno or node.lineno
+    snippet = " ".join(ast.unparse(node).split())
+    return Candidate(
+        code=UNPROVEN_WRITE_LOC.code,
+        name=UNPROVEN_WRITE_LOC.name,
+        severity=UNPROVEN_WRITE_LOC.severity,
+        path=found.path,
+        line=node.lineno,
+        column=_column(lines, node.lineno, node.col_offset),
+        end_line=end_line,
+        end_column=_column(lines, end_line, node.end_col_offset or 0),
+        message=f"the loc of `{found.door}` cannot be shown marked: {found.verdict.reason}",
+        snippet=snippet,
+        statement_line=found.call.lineno,
+        scope=found.door,
+    )
+
+
+def _column(lines: list[bytes], line: int, offset: int) -> int:
+    """1-based column in characters of a UTF-8 byte offset (what `ast` gives)."""
+    text = lines[line - 1] if 0 < line <= len(lines) else b""
+    return len(text[:offset].decode("utf-8", errors="replace")) + 1
+
+
+def _folder(path: str, roots: Sequence[str]) -> str:
+    """The top-level folder of the scope `path` lies in: `models` for `srt/models/x.py` under root `srt`."""
+    for root in sorted(roots, key=len, reverse=True):
+        prefix = root.rstrip("/") + "/" if root not in ("", ".") else ""
+        if path == root:
+            return path
+        if path.startswith(prefix):
+            return path[len(prefix):].split("/", 1)[0]
+    return path.split("/", 1)[0]
+
