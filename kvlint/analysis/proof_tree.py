@@ -63,6 +63,15 @@ class ProofTree:
                 self._by_suffix.setdefault(parts[start:], []).append(path)
         self._callers: dict[str, list[tuple[Place, ast.Call]]] = {}
 
+    def replaced(self, path: str, data: bytes) -> "ProofTree":
+        """The same tree with `path` holding `data`: the other files' parses are shared, not redone."""
+        tree = ProofTree.__new__(ProofTree)
+        tree.sources = {**self.sources, path: data}
+        tree._modules = {known: module for known, module in self._modules.items() if known != path}
+        tree._by_suffix = self._by_suffix
+        tree._callers = {}
+        return tree
+
     def module(self, path: str) -> Optional[Module]:
         if path not in self._modules:
             self._modules[path] = _read(path, self.sources.get(path))

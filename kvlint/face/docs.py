@@ -34,6 +34,8 @@ def explain_rule(code: str) -> Optional[str]:
 def rules_table(output_format: str = "text") -> str:
     rows = [(e.code, e.name, e.severity.value, "none", e.summary) for e in ENGINE_CODES]
     rows += [(r.code, r.name, r.severity.value, fix_label(r), summary(r)) for r in all_rules()]
+    # In code order: KV104 (reported by the engine's --prove pass) sits with its family.
+    rows.sort(key=lambda row: row[0])
     if output_format == "json":
         keys = ("code", "name", "severity", "fix", "summary")
         return json.dumps([dict(zip(keys, row)) for row in rows], indent=2)
