@@ -66,16 +66,37 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
         if extracted is not None:
             facts[project_rule.code] = extracted
 
-    ctx = FileContext(request.path, module, request.contract, helpers=request.helpers)
-    errors.extend(_run_rules(ctx, request.rules))
-    findings, kept, open_suppressions = _to_findings(request, module, ctx.violations)
+    checked = check_module(request, module)
+    errors.extend(checked.errors)
     fixed_source: Optional[bytes] = None
-    if request.fix is not None and any(_applies(v, request.fix) for v in kept):
+    if request.fix is not None and any(_applies(v, request.fix) for v in checked.violations):
         fixed_source, fix_error = _fix(request, module, may_suppress=bool(parse_suppressions(module.code)))
         if fix_error is not None:
             errors.append(fix_error)
-    outcome = FileOutcome(request.path, True, tuple(findings), tuple(errors), fixed_source, open_suppressions)
+    outcome = FileOutcome(
+        request.path, True, tuple(checked.findings), tuple(errors), fixed_source, checked.open_suppressions
+    )
     return CheckResult(outcome, facts)
+
+
+@dataclass(frozen=True)
+class ModuleCheck:
+    """The per-file rules run on one parsed module, after the decisions."""
+
+    findings: list[Finding]
+    # The violation behind each finding, in the same order (its fix is a `Replacement` to apply).
+    violations: list[Violation]
+    # Rules that crashed: their violations are dropped, the other rules' stand.
+    errors: list[RunError]
+    open_suppressions: tuple[Suppression, ...]
+
+
+def check_module(request: CheckRequest, module: cst.Module) -> ModuleCheck:
+    """What `request`'s per-file rules report on `module` (project rules' facts are `check_bytes`' business)."""
+    ctx = FileContext(request.path, module, request.contract, helpers=request.helpers)
+    errors = _run_rules(ctx, request.rules)
+    findings, kept, open_suppressions = _to_findings(request, module, ctx.violations)
+    return ModuleCheck(findings, kept, errors, open_suppressions)
 
 
 def _source_to_parse(request: CheckRequest, data: bytes, tree: ast.Module) -> bytes:

@@ -114,21 +114,17 @@ def file_fixes(request: CheckRequest, data: bytes, only: Optional[FindingKey] = 
         return {}
     # Parsing whole and running the rules again: only for a file with a fix to report.
     import libcst as cst
-    from kvlint.api.rule import FileContext
     from kvlint.fix import FixFailed, apply_replacements
-    from kvlint.running.checker import _run_rules, _to_findings
+    from kvlint.running.checker import check_module
 
     try:
         module = cst.parse_module(data)
     except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError, RecursionError):
         return {}
-    ctx = FileContext(request.path, module, request.contract)
-    _run_rules(ctx, request.rules)
-    violations = [v for v in ctx.violations if v.code not in request.ignored_codes]
-    findings, kept, _ = _to_findings(request, module, violations)
+    checked = check_module(request, module)
 
     fixes: dict[FindingKey, FindingFix] = {}
-    for finding, violation in zip(findings, kept):
+    for finding, violation in zip(checked.findings, checked.violations):
         fix = violation.fix
         if fix is None or (fix.applicability is Applicability.UNSAFE and request.fix is Applicability.SAFE):
             continue
