@@ -28,15 +28,21 @@ from typing import Any, Optional
 from kvlint.api.config import Config, load_config
 from kvlint.api.contract import Contract
 from kvlint.api.helpers import HelperFacts
+from kvlint.api.rule import ProjectRule, ProjectViolation
 from kvlint.api.types import Applicability, Finding, RunError
 from kvlint.running.decide import FileDecisions, project_candidate
 from kvlint.running.discovery import discover, display_path
 from kvlint.running.fix_edits import FindingFix, FindingKey, file_fixes
 from kvlint.running.learn import learn_contract
 from kvlint.running.cache import ResultCache, digest
+from kvlint.running.incremental import TextCheck, check_text
 from kvlint.running.project_facts import helper_views
 from kvlint.running.plan import CheckRequest, Plan, RunOptions, file_requests, make_plan
 from kvlint.running.selection import per_file_ignored
+
+
+# Project results kept for different live facts: the open files' edits in turn.
+_KEPT_PROJECT_RESULTS = 8
 
 
 @dataclass
@@ -47,6 +53,10 @@ class FileCheck:
     findings: list[Finding]
     errors: list[RunError]
     facts: dict[str, Any] = field(default_factory=dict)
+    # The facts are an earlier text's (lines may have moved): `Workspace.read_facts_of` reads them again.
+    facts_stale: bool = False
+    # What was checked again: "whole", "function" (the one an edit changed) or "kept" (nothing).
+    how: str = "whole"
 
 
 @dataclass
@@ -88,6 +98,11 @@ class Workspace:
         self.views: Optional[dict[str, HelperFacts]] = None
         # File summaries by content, kept in memory between reads (never written to disk).
         self._summaries = ResultCache(self.root / self.config.cache_dir / "live-unsaved", "live")
+        # The last check of each file's text: an edit re-checks only what it changed.
+        self._last: dict[str, TextCheck] = {}
+        # Project rules' results by the saved facts' generation (one more at each change) and the live facts.
+        self._generation = 0
+        self._finished: list[tuple[int, dict[str, dict[str, Any]], tuple[list[tuple[ProjectRule, list[ProjectViolation]]], list[RunError]]]] = []
 
     def read_views(self) -> None:
         """Resolve the helpers every saved file calls (a whole-scope pass; summaries are kept)."""
@@ -101,6 +116,7 @@ class Workspace:
         request = self._request(shown, data, project_only=True)
         if request is not None:
             self.facts[shown] = self._check_request(request, data).facts
+        self._generation += 1
 
     def read_all_facts(self) -> None:
         while self.unread_facts:
@@ -146,39 +162,50 @@ class Workspace:
         return FileCheck(request.path, list(outcome.findings), list(outcome.errors), result.facts)
 
     def check(self, shown: str, data: bytes) -> FileCheck:
-        """The per-file rules' findings in `data`, the text of `shown`, and its project facts."""
+        """The per-file rules' findings in `data`, the text of `shown`, and its project facts.
+
+        Only what changed since the last check of `shown` is checked again
+        (`kvlint.running.incremental`); the facts may then be the last text's
+        (`facts_stale`).
+        """
         request = self._request(shown, data)
         if request is None:
+            self._last.pop(shown, None)
             return FileCheck(shown, [], [])
-        return self._check_request(request, data)
+        checked = check_text(request, data, self._last.get(shown))
+        self._last[shown] = checked
+        return FileCheck(shown, checked.findings, list(checked.outcome.errors), checked.facts, checked.facts_stale, checked.how)
 
-    def project(self, live: dict[str, FileCheck], texts: dict[str, bytes]) -> ProjectResult:
+    def read_facts_of(self, shown: str, data: bytes) -> dict[str, Any]:
+        """The project facts of `data`, the text of `shown`, read whole (and kept for its next edits)."""
+        request = self._request(shown, data, project_only=True)
+        facts = {} if request is None else self._check_request(request, data).facts
+        last = self._last.get(shown)
+        if last is not None and b"".join(last.lines) == data:
+            last.facts, last.facts_stale = facts, False
+        return facts
+
+    def forget(self, shown: str) -> None:
+        """`shown` is no longer edited: its last check is not kept."""
+        self._last.pop(shown, None)
+
+    def project(self, live: dict[str, FileCheck], texts: dict[str, bytes], only: Optional[str] = None) -> ProjectResult:
         """Project rules over the saved files' facts, with `live` files' facts in their place.
 
         `texts` are the current texts of open files (their suppression comments
-        decide); other files are read as saved. Until every file's facts are
-        read (`unread_facts` empty) the project rules have not seen the whole
-        workspace, and report nothing.
+        decide); other files are read as saved. `only`: the findings in that
+        file alone. Until every file's facts are read (`unread_facts` empty)
+        the project rules have not seen the whole workspace, and report nothing.
         """
         if self.unread_facts:
             return ProjectResult({}, [])
-        facts = dict(self.facts)
-        for shown, checked in live.items():
-            if checked.facts:
-                facts[shown] = checked.facts
-            else:
-                facts.pop(shown, None)
+        violations, errors = self._violations({shown: checked.facts for shown, checked in live.items()})
         found: dict[str, list[Finding]] = {}
-        errors: list[RunError] = []
-        for rule in self.plan.project_rules:
-            contributors = {shown: by_code[rule.code] for shown, by_code in facts.items() if rule.code in by_code}
-            try:
-                violations = rule.finish(contributors)
-            except Exception as exc:  # noqa: BLE001 - isolation, as in the engine
-                errors.append(RunError("<project>", f"internal error in rule {rule.code}: {exc!r}", internal=True))
-                continue
+        for rule, produced in violations:
             decisions: dict[str, FileDecisions] = {}
-            for violation in violations:
+            for violation in produced:
+                if only is not None and violation.path != only:
+                    continue
                 if violation.path not in decisions:
                     decisions[violation.path] = self._decisions(violation.path, rule.code, texts)
                 finding = decisions[violation.path].admit(project_candidate(rule, violation))
@@ -186,7 +213,35 @@ class Workspace:
                     found.setdefault(finding.path, []).append(finding)
         for findings in found.values():
             findings.sort(key=lambda finding: finding.sort_key)
-        return ProjectResult(found, errors)
+        return ProjectResult(found, list(errors))
+
+    def _violations(self, live: dict[str, dict[str, Any]]) -> tuple[list[tuple[ProjectRule, list[ProjectViolation]]], list[RunError]]:
+        """Each project rule's violations over the saved facts with `live` in their place.
+
+        The rules read every file's facts (about a second on sglang/srt), and
+        an edit usually leaves them as they were: the results are kept for the
+        facts they were computed from (the same objects) until a save or a
+        read changes the saved ones.
+        """
+        for generation, known, result in self._finished:
+            if generation == self._generation and known.keys() == live.keys() and all(known[s] is live[s] for s in live):
+                return result
+        facts = dict(self.facts)
+        for shown, extracted in live.items():
+            if extracted:
+                facts[shown] = extracted
+            else:
+                facts.pop(shown, None)
+        violations: list[tuple[ProjectRule, list[ProjectViolation]]] = []
+        errors: list[RunError] = []
+        for rule in self.plan.project_rules:
+            contributors = {shown: by_code[rule.code] for shown, by_code in facts.items() if rule.code in by_code}
+            try:
+                violations.append((rule, rule.finish(contributors)))
+            except Exception as exc:  # noqa: BLE001 - isolation, as in the engine
+                errors.append(RunError("<project>", f"internal error in rule {rule.code}: {exc!r}", internal=True))
+        self._finished = [(self._generation, dict(live), (violations, errors)), *self._finished[: _KEPT_PROJECT_RESULTS - 1]]
+        return violations, errors
 
     def _decisions(self, shown: str, code: str, texts: dict[str, bytes]) -> FileDecisions:
         data = texts.get(shown, self.saved.get(shown))
@@ -207,6 +262,7 @@ class Workspace:
             self.facts.pop(shown, None)
         else:
             self.facts[shown] = self._check_request(request, data).facts
+        self._generation += 1
 
     def fix(self, shown: str, data: bytes, key: FindingKey) -> Optional[FindingFix]:
         """The fix (safe or unsafe) of the finding `key` in `data`, as edits; None when it has none."""

@@ -14,7 +14,7 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -42,6 +42,9 @@ T = TypeVar("T")
 
 # Seconds of quiet after a change before the document is checked.
 DEBOUNCE_S = 0.05
+# Seconds of quiet after a check that kept a file's project facts from an earlier text (an edit
+# re-checks one function; the facts come from the whole file) before they are read again whole.
+FACTS_QUIET_S = 1.0
 
 
 class KvlintServer(LanguageServer):
@@ -51,6 +54,7 @@ class KvlintServer(LanguageServer):
         self._ready: Optional[asyncio.Future[Workspace]] = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvlint-check")
         self._pending: dict[str, asyncio.Task[None]] = {}
+        self._facts_pending: dict[str, asyncio.Task[None]] = {}
         # Per open document (by path as `kvlint check` shows it): its last check and the text checked.
         self.live: dict[str, FileCheck] = {}
         self.texts: dict[str, bytes] = {}
@@ -123,13 +127,35 @@ class KvlintServer(LanguageServer):
     async def _check_later(self, uri: str, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
+        await self._logging_failures(uri, self._check_now(uri))
+
+    async def _logging_failures(self, uri: str, work: Awaitable[None]) -> None:
         try:
-            await self._check_now(uri)
+            await work
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the server must outlive any one check
             log.exception("checking %s failed", uri)
             self.log_errors([RunError(uri, f"internal error: {exc!r}", internal=True)])
+
+    def schedule_facts(self, uri: str, shown: str, version: Optional[int]) -> None:
+        pending = self._facts_pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        self._facts_pending[uri] = asyncio.ensure_future(self._logging_failures(uri, self._facts_later(shown, version)))
+
+    async def _facts_later(self, shown: str, version: Optional[int]) -> None:
+        """Read the project facts of the text checked at `version` whole, unless a newer one came."""
+        await asyncio.sleep(FACTS_QUIET_S)
+        state, data = self.state, self.texts.get(shown)
+        if state is None or data is None or self.versions.get(shown) != version:
+            return
+        facts = await self.on_worker(lambda: state.read_facts_of(shown, data))
+        checked = self.live.get(shown)
+        if checked is None or self.versions.get(shown) != version:
+            return
+        checked.facts, checked.facts_stale = facts, False
+        await self.publish_project(state, also=shown)
 
     async def _check_now(self, uri: str) -> None:
         state = await self.workspace_state()
@@ -145,6 +171,8 @@ class KvlintServer(LanguageServer):
         self.versions[shown] = version
         self.log_errors(checked.errors)
         await self.publish_project(state, also=shown)
+        if checked.facts_stale:
+            self.schedule_facts(uri, shown, version)
 
     async def publish_project(self, state: Workspace, force: bool = False, also: Optional[str] = None) -> None:
         """Project findings; publish every file whose diagnostics changed.
@@ -160,7 +188,7 @@ class KvlintServer(LanguageServer):
             found = dict(base.findings)
             for shown, checked in live.items():
                 if texts[shown] != state.saved.get(shown):
-                    own = state.project({shown: checked}, {shown: texts[shown]})
+                    own = state.project({shown: checked}, {shown: texts[shown]}, only=shown)
                     found[shown] = own.findings.get(shown, [])
             return {shown: findings for shown, findings in found.items() if findings}, base.errors
 
@@ -190,12 +218,14 @@ class KvlintServer(LanguageServer):
         return codec, data.decode("utf-8", errors="replace").splitlines(keepends=True)
 
     def forget(self, uri: str) -> None:
-        pending = self._pending.pop(uri, None)
-        if pending is not None:
-            pending.cancel()
+        for pending in (self._pending.pop(uri, None), self._facts_pending.pop(uri, None)):
+            if pending is not None:
+                pending.cancel()
         for shown, known in list(self.uris.items()):
             if known == uri:
                 del self.uris[shown], self.live[shown], self.texts[shown], self.versions[shown]
+                if self.state is not None:
+                    self.state.forget(shown)
                 if self.state is not None and shown not in self.project:
                     self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
