@@ -96,7 +96,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     config_paths = {display_path(path, cwd): _config_relative(path, config) for path in sources}
     context_by_path = {display_path(path, cwd): data for path, data in context.items()}
     config_paths.update({display_path(path, cwd): _config_relative(path, config) for path in context})
-    result_cache = _open_cache(config, options, contract, cwd) if options.cache else None
+    result_cache = run_cache(config, options, contract, cwd) if options.cache else None
 
     @cache
     def plan() -> Plan:
@@ -237,7 +237,7 @@ def _with_context(
     return {**found, **checked}
 
 
-def _open_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path) -> ResultCache:
+def run_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path) -> ResultCache:
     key = run_key(
         dataclass_identity(config),
         options.select,
