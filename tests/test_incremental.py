@@ -100,3 +100,17 @@ def test_a_function_sharing_its_name_with_another_is_checked_with_the_whole_file
     edited = workspace.check("backend.py", grown.encode())
     assert edited.how == "whole"
     assert as_checked(edited) == kvlint_check(tree, grown)
+
+
+def test_a_file_kvlint_check_has_seen_is_answered_from_its_result_cache_and_edited_from_there(tree: Path) -> None:
+    CliRunner().invoke(main, ["check"])  # fills the result cache at the root
+    workspace = Workspace(tree)
+    assert workspace.views is not None and not workspace.unread_facts
+    opened = workspace.check("backend.py", BACKEND.encode())
+    assert opened.how == "cached"
+    assert as_checked(opened) == kvlint_check(tree, BACKEND)
+
+    grown = BACKEND.replace("        return k_cache\n", "        k_cache = k_cache\n        return k_cache\n")
+    edited = workspace.check("backend.py", grown.encode())
+    assert edited.how == "function"
+    assert as_checked(edited) == kvlint_check(tree, grown)

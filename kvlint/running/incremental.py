@@ -48,7 +48,8 @@ class TextCheck:
     facts: dict[str, Any] = field(default_factory=dict)
     # The facts were read from an earlier text: lines may have moved since (`read_facts_again`).
     facts_stale: bool = False
-    # How this text was checked: "whole", "function" (one function again) or "kept" (nothing again).
+    # How this text was checked: "whole", "function" (one function again), "kept" (nothing again)
+    # or "cached" (the saved text, from the result cache).
     how: str = "whole"
     _outline: Optional[Outline] = None
 

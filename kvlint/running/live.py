@@ -21,6 +21,7 @@ plan and `FileDecisions` do.
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -34,9 +35,10 @@ from kvlint.running.decide import FileDecisions, project_candidate
 from kvlint.running.discovery import discover, display_path
 from kvlint.running.fix_edits import FindingFix, FindingKey, file_fixes
 from kvlint.running.learn import learn_contract
-from kvlint.running.cache import ResultCache, digest
+from kvlint.running.cache import FileEntry, ResultCache, digest
+from kvlint.running.engine import run_cache
 from kvlint.running.incremental import TextCheck, check_text
-from kvlint.running.project_facts import helper_views
+from kvlint.running.project_facts import helper_views, scope_digest, with_view
 from kvlint.running.plan import CheckRequest, Plan, RunOptions, file_requests, make_plan
 from kvlint.running.selection import per_file_ignored
 
@@ -55,7 +57,8 @@ class FileCheck:
     facts: dict[str, Any] = field(default_factory=dict)
     # The facts are an earlier text's (lines may have moved): `Workspace.read_facts_of` reads them again.
     facts_stale: bool = False
-    # What was checked again: "whole", "function" (the one an edit changed) or "kept" (nothing).
+    # What was checked: "whole", "function" (the one an edit changed), "kept" (nothing) or "cached"
+    # (the saved text, as `kvlint check` left it in the result cache).
     how: str = "whole"
 
 
@@ -93,21 +96,38 @@ class Workspace:
         self.facts: dict[str, dict[str, Any]] = {}
         self._project_codes = tuple(rule.code for rule in self.plan.project_rules)
         self.unread_facts: list[str] = list(self.saved) if self._project_codes else []
+        # The result cache `kvlint check` run at the root fills: helper views, file summaries, each
+        # file's findings and project facts. Read, and added to in memory, never written back.
+        self._cache: ResultCache = run_cache(self.config, self.options, self.contract, self.root)
+        self._digests = {shown: digest(data) for shown, data in self.saved.items()}
         # What the project index says about the helpers each file calls (`read_views`), resolved
-        # in the saved files; None until first read, then kept until read again after a save.
-        self.views: Optional[dict[str, HelperFacts]] = None
-        # File summaries by content, kept in memory between reads (never written to disk).
-        self._summaries = ResultCache(self.root / self.config.cache_dir / "live-unsaved", "live")
+        # in the saved files; None until read (or found in the cache), then kept until read again after a save.
+        self.views: Optional[dict[str, HelperFacts]] = self._cache.views(scope_digest(self._digests.items()))
+        if self.views is not None:
+            self._facts_from_cache()
         # The last check of each file's text: an edit re-checks only what it changed.
         self._last: dict[str, TextCheck] = {}
         # Project rules' results by the saved facts' generation (one more at each change) and the live facts.
         self._generation = 0
         self._finished: list[tuple[int, dict[str, dict[str, Any]], tuple[list[tuple[ProjectRule, list[ProjectViolation]]], list[RunError]]]] = []
 
+    def _facts_from_cache(self) -> None:
+        """The project facts the cache holds for the saved files, under the views found there."""
+        for shown in self.unread_facts:
+            entry = self._cached(shown, self._digests[shown])
+            if entry is not None:
+                self.facts[shown] = {code: pickle.loads(fact) for code, fact in entry[2].items()}
+        self.unread_facts = [shown for shown in self.unread_facts if shown not in self.facts]
+
+    def _cached(self, shown: str, content_digest: bytes) -> Optional[FileEntry]:
+        if self.views is None:
+            return None
+        return self._cache.file(shown, with_view(content_digest, self.views.get(shown)))
+
     def read_views(self) -> None:
         """Resolve the helpers every saved file calls (a whole-scope pass; summaries are kept)."""
-        digests = {shown: digest(data) for shown, data in self.saved.items()}
-        self.views = helper_views(self.saved, self.contract, self._summaries, digests)
+        self._digests = {shown: digest(data) for shown, data in self.saved.items()}
+        self.views = helper_views(self.saved, self.contract, self._cache, self._digests)
 
     def read_facts(self) -> None:
         """Read the project facts of the next saved file that has not given them yet."""
@@ -172,9 +192,19 @@ class Workspace:
         if request is None:
             self._last.pop(shown, None)
             return FileCheck(shown, [], [])
-        checked = check_text(request, data, self._last.get(shown))
+        checked = check_text(request, data, self._last.get(shown) or self._cached_check(shown, data, request))
         self._last[shown] = checked
         return FileCheck(shown, checked.findings, list(checked.outcome.errors), checked.facts, checked.facts_stale, checked.how)
+
+    def _cached_check(self, shown: str, data: bytes, request: CheckRequest) -> Optional[TextCheck]:
+        """What `kvlint check` left in the cache for `shown`, when `data` is its saved text."""
+        entry = self._cached(shown, digest(data)) if data == self.saved.get(shown) else None
+        if entry is None or entry[1] is None or entry[1].errors:
+            return None
+        outcome = entry[1]
+        facts = {code: pickle.loads(fact) for code, fact in entry[2].items()}
+        findings = sorted(outcome.findings, key=lambda finding: finding.sort_key)
+        return TextCheck(request, data.splitlines(keepends=True), findings, outcome, facts, how="cached")
 
     def read_facts_of(self, shown: str, data: bytes) -> dict[str, Any]:
         """The project facts of `data`, the text of `shown`, read whole (and kept for its next edits)."""
