@@ -109,6 +109,7 @@ class Workspace:
         self._last: dict[str, TextCheck] = {}
         # Project rules' results by the saved facts' generation (one more at each change) and the live facts.
         self._generation = 0
+        self._saved_result: Optional[tuple[int, ProjectResult]] = None
         self._finished: list[tuple[int, dict[str, dict[str, Any]], tuple[list[tuple[ProjectRule, list[ProjectViolation]]], list[RunError]]]] = []
 
     def _facts_from_cache(self) -> None:
@@ -229,6 +230,9 @@ class Workspace:
         """
         if self.unread_facts:
             return ProjectResult({}, [])
+        saved_only = not live and not texts and only is None
+        if saved_only and self._saved_result is not None and self._saved_result[0] == self._generation:
+            return self._saved_result[1]
         violations, errors = self._violations({shown: checked.facts for shown, checked in live.items()})
         found: dict[str, list[Finding]] = {}
         for rule, produced in violations:
@@ -243,7 +247,11 @@ class Workspace:
                     found.setdefault(finding.path, []).append(finding)
         for findings in found.values():
             findings.sort(key=lambda finding: finding.sort_key)
-        return ProjectResult(found, list(errors))
+        result = ProjectResult(found, list(errors))
+        if saved_only:
+            # The saved files' suppressions (tokenized) are read again only once something was saved.
+            self._saved_result = (self._generation, result)
+        return result
 
     def _violations(self, live: dict[str, dict[str, Any]]) -> tuple[list[tuple[ProjectRule, list[ProjectViolation]]], list[RunError]]:
         """Each project rule's violations over the saved facts with `live` in their place.
