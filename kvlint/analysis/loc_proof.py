@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from kvlint.analysis._ast_imports import bound_names
 from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
 from kvlint.api.contract import LOC_KEYWORDS, Contract
 
 PROVEN, RAW, UNPROVEN = "proven", "raw", "unproven"
+# What a local name is given: a value, or the statement binding it in a way kvlint does not read.
+_Bound = Union[ast.expr, ast.stmt]
 _MAX_DEPTH = 24
 _SHOWN = 60
 
@@ -50,7 +52,7 @@ class LocProver:
         self.tree = tree
         self.contract = contract
         self.doors = contract.door_loc_index
-        self._assigned: dict[Place, dict[str, list[Optional[ast.expr]]]] = {}
+        self._assigned: dict[Place, dict[str, list[_Bound]]] = {}
         self._memo: dict[tuple[str, Place, str], Verdict] = {}
         self._busy: set[tuple[str, Place, str]] = set()
 
@@ -123,8 +125,9 @@ class LocProver:
             return Verdict(UNPROVEN, f"`{name.id}` ({self._at(where, name)}) is not assigned in `{where.name}`")
         verdicts = []
         for value in values:
-            if value is None:
-                return Verdict(UNPROVEN, f"`{name.id}` ({self._at(where, name)}) is bound by a loop, `with` or unpacking")
+            if isinstance(value, ast.stmt):
+                shown = _text(value).split(":", 1)[0] if isinstance(value, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)) else _text(value)
+                return Verdict(UNPROVEN, f"`{name.id}` is bound by `{shown}` ({self._at(where, value)}), which kvlint does not follow")
             verdicts.append(self.verdict(where, value, depth + 1))
         return _all(verdicts)
 
@@ -162,19 +165,22 @@ class LocProver:
         self._memo[key] = found
         return found
 
-    def _assignments(self, where: Place) -> dict[str, list[Optional[ast.expr]]]:
-        """Every value each local name is given in the function; None for a binding kvlint cannot read."""
+    def _assignments(self, where: Place) -> dict[str, list[_Bound]]:
+        """Every value each local name is given in the function; the statement itself for a binding
+        kvlint does not read (a loop, `with`, unpacking, augmented assignment)."""
         if where not in self._assigned:
-            found: dict[str, list[Optional[ast.expr]]] = {}
+            found: dict[str, list[_Bound]] = {}
             for node in own_nodes(where.function):
                 if isinstance(node, ast.Assign):
                     for target in node.targets:
-                        _bind(found, target, node.value)
-                elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
-                    _bind(found, node.target, node.value)
+                        _bind(found, target, node.value, node)
+                elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                    _bind(found, node.target, node.value, node)
+                elif isinstance(node, ast.NamedExpr):
+                    found.setdefault(node.target.id, []).append(node.value)
                 elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
                     for bound in bound_names(node):
-                        found.setdefault(bound, []).append(None)
+                        found.setdefault(bound, []).append(node)
             self._assigned[where] = found
         return self._assigned[where]
 
@@ -196,13 +202,13 @@ def _all(verdicts: list[Verdict]) -> Verdict:
     return _PROVEN
 
 
-def _bind(found: dict[str, list[Optional[ast.expr]]], target: ast.expr, value: ast.expr) -> None:
+def _bind(found: dict[str, list[_Bound]], target: ast.expr, value: ast.expr, statement: ast.stmt) -> None:
     if isinstance(target, ast.Name):
         found.setdefault(target.id, []).append(value)
         return
     for name in ast.walk(target):
         if isinstance(name, ast.Name):
-            found.setdefault(name.id, []).append(None)
+            found.setdefault(name.id, []).append(statement)
 
 
 def _params(where: Place) -> list[str]:
