@@ -195,6 +195,8 @@ def main() -> None:
             Command("kvlint check warm", [*json_check, "."], clean_root),
             Command("kvlint check --changed (1 file)", [*json_check, "--changed"], repo_root, appender(changed)),
             Command("kvlint fix --diff cold", [*KVLINT, "fix", "--diff", "--no-cache", "--quiet", "."], clean_root),
+            Command("kvlint check --prove cold (--no-cache)", [*json_check, "--prove", "--no-cache", "."], clean_root),
+            Command("kvlint check --prove warm", [*json_check, "--prove", "."], clean_root),
         ]
         for command in kvlint_commands:
             command.env = kvlint_env
