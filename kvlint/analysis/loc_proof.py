@@ -42,6 +42,8 @@ class Verdict:
     kind: str
     # Where the proof stops (unproven) or what the raw loc is (raw), one line.
     reason: str = ""
+    # raw: (path, line) of the raw loc, where KV101-103 report it (or at the door call).
+    origin: tuple[str, int] = ("", 0)
 
 
 _PROVEN = Verdict(PROVEN)
@@ -72,9 +74,9 @@ class LocProver:
             return Verdict(UNPROVEN, f"`{_text(expr)}` ({self._at(where, expr)}) is too many links away to follow")
         contract = self.contract
         if isinstance(expr, ast.Attribute) and expr.attr in contract.loc_attributes:
-            return Verdict(RAW, f"`{_text(expr)}` ({self._at(where, expr)})")
+            return Verdict(RAW, f"`{_text(expr)}` ({self._at(where, expr)})", (where.path, expr.lineno))
         if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr in contract.loc_attributes:
-            return Verdict(RAW, f"`{_text(expr)}` ({self._at(where, expr)})")
+            return Verdict(RAW, f"`{_text(expr)}` ({self._at(where, expr)})", (where.path, expr.lineno))
         if isinstance(expr, ast.IfExp):
             return _all([self.verdict(where, arm, depth + 1) for arm in (expr.body, expr.orelse)])
         if isinstance(expr, ast.Call):
@@ -85,7 +87,7 @@ class LocProver:
             isinstance(expr, ast.Attribute) and expr.attr in contract.write_loc_fields
             and where.function.name in self.doors
         ):
-            return Verdict(RAW, f"`{_text(expr)}` ({self._at(where, expr)}) unwraps the loc, dropping its mark")
+            return Verdict(RAW, f"`{_text(expr)}` ({self._at(where, expr)}) unwraps the loc, dropping its mark", (where.path, expr.lineno))
         return Verdict(UNPROVEN, f"`{_text(expr)}` ({self._at(where, expr)}), whose origin kvlint cannot see")
 
     def _call(self, where: Place, call: ast.Call, depth: int) -> Verdict:
@@ -96,7 +98,7 @@ class LocProver:
         if _trailing(func) == cls:
             if any(keyword.arg == self.contract.mark for keyword in call.keywords):
                 return _PROVEN
-            return Verdict(RAW, f"`{_text(call)}` ({self._at(where, call)}) is built without `{self.contract.mark}=`")
+            return Verdict(RAW, f"`{_text(call)}` ({self._at(where, call)}) is built without `{self.contract.mark}=`", (where.path, call.lineno))
         if _trailing(func) in self.contract.mark_keeping:
             if not call.args:
                 return Verdict(UNPROVEN, f"`{_text(call)}` ({self._at(where, call)}) keeps the mark of no argument")
@@ -117,13 +119,13 @@ class LocProver:
         return found
 
     def _name(self, where: Place, name: ast.Name, depth: int) -> Verdict:
-        params = _params(where)
-        if name.id in params and name.id not in self._assignments(where):
-            return self._guarded(("param", where, name.id), lambda: self._param(where, name.id, depth), where)
-        values = self._assignments(where).get(name.id)
-        if not values:
-            return Verdict(UNPROVEN, f"`{name.id}` ({self._at(where, name)}) is not assigned in `{where.name}`")
+        values = self._assignments(where).get(name.id, [])
         verdicts = []
+        if name.id in _params(where):
+            # What the caller passed reaches here too unless every path reassigns it: counted as one more value.
+            verdicts.append(self._guarded(("param", where, name.id), lambda: self._param(where, name.id, depth), where))
+        elif not values:
+            return Verdict(UNPROVEN, f"`{name.id}` ({self._at(where, name)}) is not assigned in `{where.name}`")
         for value in values:
             if isinstance(value, ast.stmt):
                 shown = _text(value).split(":", 1)[0] if isinstance(value, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)) else _text(value)
@@ -148,7 +150,7 @@ class LocProver:
             found = self.verdict(caller, argument, depth + 1)
             if found.kind != PROVEN:
                 verb = "gets raw" if found.kind == RAW else "gets"
-                found = Verdict(found.kind, f"{head} {verb} {found.reason}")
+                found = Verdict(found.kind, f"{head} {verb} {found.reason}", found.origin)
             verdicts.append(found)
         return _all(verdicts)
 

@@ -199,8 +199,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         produced = [finding for finding in produced if finding.path in by_path or finding.path not in everything]
         findings.extend(produced)
         phases.done("project", "%s: %d findings (%s)", code, len(produced), project.answered_by)
-    proof = prove_scope(config, contract, by_path, everything, config_paths, paths) if options.prove or config.prove else None
-    findings.extend(proof.findings if proof is not None else ())
+    proved = prove_scope(config, contract, by_path, everything, config_paths, paths, findings) if options.prove or config.prove else None
     for shown, result in checked.items():
         if result.outcome is not None and result.outcome.open_suppressions:
             findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project.used.get(shown, ())))
@@ -210,7 +209,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     findings.sort(key=lambda finding: finding.sort_key)
     phases.total("%d findings, %d errors", len(findings), len(errors))
     errors.sort(key=lambda error: error.path)
-    return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped, proof.certificate if proof else None)
+    return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped, proved)
 
 
 def _with_context(

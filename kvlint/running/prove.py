@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
-from kvlint.analysis.loc_proof import UNPROVEN, LocProver, Verdict
+from kvlint.analysis.loc_proof import RAW, UNPROVEN, LocProver, Verdict
 from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
@@ -25,6 +25,9 @@ from kvlint.api.types import UNPROVEN_WRITE_LOC, Finding
 from kvlint.running.decide import Candidate, FileDecisions
 from kvlint.running.discovery import display_path
 from kvlint.running.selection import per_file_ignored
+
+# The codes that report a raw loc: a raw door call none of them reports is unproven.
+RAW_CODES = ("KV101", "KV102", "KV103")
 
 
 @dataclass
@@ -63,39 +66,36 @@ class DoorCall:
     verdict: Verdict
 
 
-@dataclass
-class Proof:
-    certificate: Certificate
-    findings: list[Finding]
-    calls: list[DoorCall]
-
-
 def prove_scope(
     config: Config, contract: Contract, reported: dict[str, bytes], everything: dict[str, bytes],
-    config_paths: dict[str, str], paths: Sequence[Path],
-) -> Proof:
-    """Prove the door calls of `reported` (display path -> bytes) over the tree `everything`;
-    `paths` are the run's paths, whose top-level folders the certificate counts by."""
+    config_paths: dict[str, str], paths: Sequence[Path], findings: list[Finding],
+) -> Certificate:
+    """Prove the door calls of `reported` (display path -> bytes) over the tree `everything`; add a KV104
+    to `findings` for each unproven one, and for each raw one that no KV101-103 among `findings` reports
+    (a raw loc one parameter or alias further than the rules look). `paths` are the run's paths, whose
+    top-level folders the certificate counts by."""
     roots = [display_path(path, Path.cwd()) for path in paths]
     tree = ProofTree(everything)
     prover = LocProver(tree, contract)
     certificate = Certificate()
-    findings: list[Finding] = []
-    calls = list(door_calls(tree, prover, reported))
+    reported_raw = {(f.path, f.line) for f in findings if f.code in RAW_CODES}
     decisions: dict[str, FileDecisions] = {}
-    for found in calls:
-        certificate.total.add(found.verdict.kind)
-        certificate.by_path.setdefault(_folder(found.path, roots), Counts()).add(found.verdict.kind)
-        if found.verdict.kind != UNPROVEN:
+    for found in door_calls(tree, prover, reported):
+        verdict = found.verdict
+        if verdict.kind == RAW and not ({verdict.origin, (found.path, _line(found))} & reported_raw):
+            verdict = Verdict(UNPROVEN, f"{verdict.reason}: a raw loc no rule reports")
+        certificate.total.add(verdict.kind)
+        certificate.by_path.setdefault(_folder(found.path, roots), Counts()).add(verdict.kind)
+        if verdict.kind != UNPROVEN:
             continue
         path = found.path
         if path not in decisions:
             ignored = per_file_ignored(config_paths.get(path, path), config.per_file_ignores, [UNPROVEN_WRITE_LOC.code])
             decisions[path] = FileDecisions.for_source(path, ignored, reported[path].decode("utf-8", errors="replace"))
-        finding = decisions[path].admit(_candidate(found, reported[path].splitlines()))
+        finding = decisions[path].admit(_candidate(found, verdict, reported[path].splitlines()))
         if finding is not None:
             findings.append(finding)
-    return Proof(certificate, findings, calls)
+    return certificate
 
 
 def door_calls(tree: ProofTree, prover: LocProver, reported: dict[str, bytes]) -> Iterator[DoorCall]:
@@ -128,7 +128,11 @@ def _classified(where: Place, door: str, call: ast.Call, prover: LocProver) -> D
     return DoorCall(where.path, door, call, loc, verdict)
 
 
-def _candidate(found: DoorCall, lines: list[bytes]) -> Candidate:
+def _line(found: DoorCall) -> int:
+    return found.loc.lineno if found.loc is not None else found.call.lineno
+
+
+def _candidate(found: DoorCall, verdict: Verdict, lines: list[bytes]) -> Candidate:
     node: ast.expr = found.loc if found.loc is not None else found.call
     end_line = node.end_lineno or node.lineno
     snippet = " ".join(ast.unparse(node).split())
@@ -141,7 +145,7 @@ def _candidate(found: DoorCall, lines: list[bytes]) -> Candidate:
         column=_column(lines, node.lineno, node.col_offset),
         end_line=end_line,
         end_column=_column(lines, end_line, node.end_col_offset or 0),
-        message=f"the loc of `{found.door}` cannot be shown marked: {found.verdict.reason}",
+        message=f"the loc of `{found.door}` cannot be shown marked: {verdict.reason}",
         snippet=snippet,
         statement_line=found.call.lineno,
         scope=found.door,
