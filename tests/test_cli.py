@@ -184,6 +184,16 @@ def test_baseline_hides_known_findings_and_survives_lines_moving(tree: Path) -> 
     assert code == 1 and [f["line"] for f in json.loads(out)["findings"]] == [4]
 
 
+def test_baseline_is_written_atomically_and_a_bad_path_fails_before_the_run(tree: Path) -> None:
+    code, _, err = invoke("baseline", ".", "-o", "missing/baseline.json")
+    assert code == 2 and "directory missing does not exist" in err and "Traceback" not in err
+    (tree / "baseline.json").write_text("{}")
+    (tree / "kvlint.toml").write_text("[tool.kvlint]\nunknown-key = 1\n")
+    assert invoke("baseline", ".", "-o", "baseline.json")[0] == 2
+    assert (tree / "baseline.json").read_text() == "{}", "a failed run must keep the previous baseline"
+    assert [p.name for p in tree.iterdir() if p.name.startswith(".baseline.json")] == []
+
+
 def test_bad_baseline_file_is_a_usage_error(tree: Path) -> None:
     (tree / "baseline.json").write_text("{not json")
     code, _, err = invoke("check", "--baseline", "baseline.json", ".")

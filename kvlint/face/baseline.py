@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, TextIO
 
 from kvlint import __version__
 from kvlint.api.config import ConfigError
 from kvlint.api.types import Finding
 
 
-def write_baseline(path: Path, findings: Sequence[Finding]) -> None:
+def write_baseline(out: TextIO, findings: Sequence[Finding]) -> None:
     entries = [
         {"fingerprint": f.fingerprint, "code": f.code, "path": f.path, "line": f.line, "message": f.message}
         for f in findings
     ]
-    path.write_text(json.dumps({"kvlint": __version__, "findings": entries}, indent=2) + "\n", encoding="utf-8")
+    out.write(json.dumps({"kvlint": __version__, "findings": entries}, indent=2) + "\n")
 
 
 def read_baseline(path: Path) -> frozenset[str]:

@@ -134,8 +134,10 @@ def baseline(paths: tuple[Path, ...], output: Path, config_file: Optional[Path],
     """Record today's findings in PATHS so `check --baseline` reports only new ones."""
 
     def record() -> int:
-        result = _run(paths, config_file=config_file, prove=prove)
-        write_baseline(output, result.findings)
+        # Opened first: an unwritable path fails before the run, and a failed run keeps the old baseline.
+        with atomic_report_file(output) as out:
+            result = _run(paths, config_file=config_file, prove=prove)
+            write_baseline(out, result.findings)
         click.echo(f"recorded {len(result.findings)} findings in {output}", err=True)
         return EXIT_CLEAN
 
