@@ -6,7 +6,10 @@ working directory (paths in findings are relative to it). Inside, each file's
 entry is keyed by its display path and the hash of its bytes, so editing a
 file, changing any input of the run key, or upgrading kvlint never serves a
 stale result. Project rules (KV301) are cached by the hashes of the files
-whose facts they read, and of the files their findings land in. The selected
+whose facts they read, and of the files their findings land in. A file read
+only as context (under `--changed`, or by a hook run naming a few files) keeps
+its project rules' facts by content, so the next such run does not extract
+them again. The selected
 rules' trigger words are kept too, so a run whose changed files hold none of
 them never imports a rule.
 
@@ -37,7 +40,7 @@ from kvlint.running.prefilter import Triggers
 from kvlint.api.types import FileOutcome, Finding
 
 # Bumped when the layout of a cache file changes.
-FORMAT = 3
+FORMAT = 4
 MAX_RUN_KEYS = 16
 STALE_TEMP_S = 3600
 GITIGNORE = "# Automatically created by kvlint.\n*\n"
@@ -70,6 +73,8 @@ class _Contents:
     # helper views under the digest of the whole scope they were resolved in.
     summaries: dict[str, tuple[bytes, Any]] = field(default_factory=dict)
     views: tuple[bytes, dict[str, Any]] = (b"", {})
+    # Project rules' facts of context files (no per-file rule ran on them), still pickled, by content.
+    context_facts: dict[str, tuple[bytes, dict[str, bytes]]] = field(default_factory=dict)
 
 
 def digest(data: bytes) -> bytes:
@@ -138,6 +143,22 @@ class ResultCache:
         self._contents.summaries[path] = (content_digest, summary)
         self._dirty = True
 
+    def project_facts(self, path: str, content_digest: bytes) -> Optional[dict[str, bytes]]:
+        """The project rules' facts (pickled) of `path` at this content: from its checked result,
+        else from its reading as context; None when neither is cached."""
+        entry = self.file(path, content_digest)
+        if entry is not None:
+            return entry[2]
+        context = self._contents.context_facts.get(path)
+        return context[1] if context is not None and context[0] == content_digest else None
+
+    def store_context_facts(self, facts: dict[str, tuple[bytes, dict[str, Any]]]) -> None:
+        """Project facts of files read as context only, by path: (content digest, facts by rule code)."""
+        for path, (content_digest, by_code) in facts.items():
+            pickled = {code: pickle.dumps(fact, protocol=pickle.HIGHEST_PROTOCOL) for code, fact in by_code.items()}
+            self._contents.context_facts[path] = (content_digest, pickled)
+            self._dirty = True
+
     def views(self, scope: bytes) -> Optional[dict[str, Any]]:
         """Helper views resolved over a scope with this digest, or None."""
         key, views = self._contents.views
@@ -180,6 +201,11 @@ class ResultCache:
             self._contents.summaries.setdefault(path, summary)
         self._contents.summaries = {
             path: entry for path, entry in self._contents.summaries.items() if path in seen or os.path.exists(path)
+        }
+        for path, facts in merged.context_facts.items():
+            self._contents.context_facts.setdefault(path, facts)
+        self._contents.context_facts = {
+            path: entry for path, entry in self._contents.context_facts.items() if os.path.exists(path)
         }
         try:
             _prepare(self._directory, self._path.parent)

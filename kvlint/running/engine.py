@@ -220,19 +220,18 @@ def _with_context(
     digests: dict[str, bytes],
     check_files: Callable[..., None],
 ) -> dict[str, _Checked]:
-    """The checked files and, under --changed, the project facts of the rest of the scope:
-    from the cache where it has them, else extracted now (those results are not cached,
-    since their per-file rules did not run)."""
+    """The checked files and, under --changed, the rest of the scope's project facts (cached by content)."""
     if not context or not triggers.project_codes:
         return checked
-    found: dict[str, _Checked] = {}
-    for shown in context:
-        entry = result_cache.file(shown, digests[shown]) if result_cache is not None else None
-        if entry is not None:
-            found[shown] = _Checked(entry[1], entry[2], facts_pickled=True)
+    cached = {shown: result_cache.project_facts(shown, digests[shown]) for shown in context} if result_cache else {}
+    found = {shown: _Checked(None, facts, facts_pickled=True) for shown, facts in cached.items() if facts is not None}
     missing = [shown for shown, data in context.items() if shown not in found and triggers.wanted(data)]
     if missing:
         check_files(missing, found)
+    if missing and result_cache is not None:
+        fresh = [(shown, found[shown]) for shown in missing if shown in found]
+        result_cache.store_context_facts({shown: (digests[shown], new.facts) for shown, new in fresh
+                                          if new.outcome is None or not new.outcome.errors})
     return {**found, **checked}
 
 
