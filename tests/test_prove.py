@@ -124,6 +124,14 @@ def test_certificate_in_text_and_sarif(tree: Path) -> None:
     assert "prove" not in json.loads(plain) and "KV104" not in plain
 
 
+def test_certificate_counts_by_each_path_given(tree: Path) -> None:
+    code, out = kvlint("check", "--prove", "--format", "json", "engine/layers", "engine/mem_cache")
+    assert code == 1
+    assert {path: counts["doors"] for path, counts in json.loads(out)["prove"]["by_path"].items()} == {
+        "engine/layers": 13, "engine/mem_cache": 0,
+    }
+
+
 def test_min_doors_fails_a_scope_that_shrank(tree: Path) -> None:
     assert kvlint("check", "--prove", "--min-doors", "13", "-q", ".")[0] == 1
     result = CliRunner().invoke(main, ["check", "--min-doors", "14", "--no-cache", "-q", "."])

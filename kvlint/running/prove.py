@@ -77,7 +77,8 @@ def prove_scope(
     roots = [display_path(path, Path.cwd()) for path in paths]
     tree = ProofTree(everything)
     prover = LocProver(tree, contract)
-    certificate = Certificate()
+    # Several paths given: each is counted, a path where no door call is left included.
+    certificate = Certificate(by_path={root: Counts() for root in roots} if len(roots) > 1 else {})
     reported_raw = {(f.path, f.line) for f in findings if f.code in RAW_CODES}
     decisions: dict[str, FileDecisions] = {}
     for found in door_calls(tree, prover, reported):
@@ -159,12 +160,13 @@ def _column(lines: list[bytes], line: int, offset: int) -> int:
 
 
 def _folder(path: str, roots: Sequence[str]) -> str:
-    """The top-level folder of the scope `path` lies in: `models` for `srt/models/x.py` under root `srt`."""
+    """The top-level folder of the scope `path` lies in: with several paths given (`srt/models
+    srt/layers`), the one it is under; with one (`srt`, or none: the configured include), the
+    folder below it (`models` for `srt/models/x.py`)."""
     for root in sorted(roots, key=len, reverse=True):
         prefix = root.rstrip("/") + "/" if root not in ("", ".") else ""
-        if path == root:
-            return path
+        if path == root or (len(roots) > 1 and path.startswith(prefix)):
+            return root
         if path.startswith(prefix):
             return path[len(prefix):].split("/", 1)[0]
     return path.split("/", 1)[0]
-
