@@ -128,15 +128,31 @@ class LocProver:
             return Verdict(UNPROVEN, f"`{name.id}` ({self._at(where, name)}) is not assigned in `{where.name}`")
         for value in values:
             if isinstance(value, ast.stmt):
-                shown = _text(value).split(":", 1)[0] if isinstance(value, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)) else _text(value)
-                return Verdict(UNPROVEN, f"`{name.id}` is bound by `{shown}` ({self._at(where, value)}), which kvlint does not follow")
-            verdicts.append(self.verdict(where, value, depth + 1))
+                verdicts.append(self._bound(where, name, value))
+            else:
+                verdicts.append(self.verdict(where, value, depth + 1))
         return _all(verdicts)
 
-    def _param(self, where: Place, param: str, depth: int) -> Verdict:
+    def _bound(self, where: Place, name: ast.Name, statement: ast.stmt) -> Verdict:
+        """A name bound by a statement kvlint does not follow; raw when, inside a door, it is unpacked
+        from a call on the door's own loc (`loc, _, _ = unwrap_write_loc(loc_info)`): the mark is dropped."""
+        at = self._at(where, statement)
+        value = statement.value if isinstance(statement, ast.Assign) else None
+        if isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name):
+            incoming = value.args[0].id
+            if where.function.name in self.doors and self._param_is_door_loc(where, incoming):
+                why = f"`{name.id}` is unwrapped from the door's own `{incoming}` ({at}), dropping its mark"
+                return Verdict(RAW, why, (where.path, statement.lineno))
+        shown = _text(statement).split(":", 1)[0] if isinstance(statement, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)) else _text(statement)
+        return Verdict(UNPROVEN, f"`{name.id}` is bound by `{shown}` ({at}), which kvlint does not follow")
+
+    def _param_is_door_loc(self, where: Place, param: str) -> bool:
         params = _params(where)
-        position = params.index(param)
-        if self.doors.get(where.function.name) == position or (where.function.name in self.doors and param in LOC_KEYWORDS):
+        return param in params and (self.doors.get(where.function.name) == params.index(param) or param in LOC_KEYWORDS)
+
+    def _param(self, where: Place, param: str, depth: int) -> Verdict:
+        position = _params(where).index(param)
+        if where.function.name in self.doors and self._param_is_door_loc(where, param):
             return _PROVEN
         callers = self.tree.callers(where)
         head = f"parameter `{param}` of `{where.name}` ({where.shown()})"
