@@ -49,6 +49,10 @@ class Mutant:
     line: int
     kind: str
     how: str
+    # The edit: bytes start..end of the file become `text`.
+    start: int
+    end: int
+    text: bytes
     data: bytes
 
     @property
@@ -76,7 +80,8 @@ def mutants(sources: dict[str, bytes], contract: Contract) -> Iterator[Mutant]:
             if how is None:
                 continue
             for mutant_kind, text in _replacements(call, kind, contract):
-                yield Mutant(path, call.lineno, mutant_kind, how, _replace(data, call, text))
+                start, end, new = _edit(data, call, text)
+                yield Mutant(path, call.lineno, mutant_kind, how, start, end, new, data[:start] + new + data[end:])
 
 
 def _site(call: ast.Call, contract: Contract) -> Optional[str]:
@@ -101,13 +106,20 @@ def _replacements(call: ast.Call, kind: str, contract: Contract) -> list[tuple[s
     return [("unmarked", f"{ast.unparse(call.func)}({', '.join(kept)}")]
 
 
-def _replace(data: bytes, call: ast.Call, opened: str) -> bytes:
-    """`data` with `call` replaced by `opened` + its newlines + `)`: the line count stays."""
+def _edit(data: bytes, call: ast.Call, opened: str) -> tuple[int, int, bytes]:
+    """`call` replaced by `opened` + its newlines + `)`, as (start, end, new bytes): the line count stays."""
     lines = data.splitlines(keepends=True)
     start = sum(len(line) for line in lines[: call.lineno - 1]) + call.col_offset
     end_line = call.end_lineno or call.lineno
     end = sum(len(line) for line in lines[: end_line - 1]) + (call.end_col_offset or 0)
-    return data[:start] + (opened + "\n" * (end_line - call.lineno) + ")").encode() + data[end:]
+    return start, end, (opened + "\n" * (end_line - call.lineno) + ")").encode()
+
+
+def together(data: bytes, edits: list[Mutant]) -> bytes:
+    """`data` with several mutants of it applied at once (last first, so earlier offsets hold)."""
+    for mutant in sorted(edits, key=lambda m: m.start, reverse=True):
+        data = data[: mutant.start] + mutant.text + data[mutant.end:]
+    return data
 
 
 def _how(call: ast.Call, parents: dict[ast.AST, ast.AST], doors: set[str], all_doors: set[str]) -> Optional[str]:
@@ -184,6 +196,13 @@ class Checks:
         finally:
             workspace.saved[mutant.path] = self.sources[mutant.path]
             workspace.views = before
+
+    def plain_killed_at_their_lines(self, path: str, edits: list[Mutant]) -> list[Mutant]:
+        """Mutants of one file whose loc is a door's argument, applied together in one check: each is
+        killed when a new KV1 finding sits on its own line (the door's loc argument is the site)."""
+        findings = self.workspace.check(path, together(self.sources[path], edits)).findings
+        new_lines = {line for code, line in {(f.code, f.line) for f in findings} - self._plain_of(path)}
+        return [mutant for mutant in edits if mutant.line in new_lines]
 
     def prove_kills(self, mutant: Mutant) -> bool:
         """A door call that `--prove` no longer shows proven: the mutated file's own first (cheap),
