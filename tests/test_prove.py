@@ -164,3 +164,18 @@ def test_baseline_ratchet_records_todays_unproven_doors_and_fails_new_ones(tree:
     code, out = kvlint("check", "--prove", "--baseline", "baseline.json", "-q", ".")
     assert code == 1
     assert [line.split(": ")[0] for line in out.splitlines() if "KV" in line] == ["engine/layers/new_backend.py:3:40"]
+
+
+def test_a_warm_run_reads_the_proof_from_the_cache(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def warm() -> tuple[int, str]:
+        result = CliRunner().invoke(main, ["check", "--prove", "--format", "json", "."], catch_exceptions=False)
+        return result.exit_code, result.stdout
+
+    cold = warm()
+    with monkeypatch.context() as patch:
+        # The proof is not computed again while nothing changed: a warm run must not build the tree.
+        patch.setattr("kvlint.running.prove.ProofTree", None)
+        assert warm() == cold
+    (tree / "engine" / "layers" / "store.py").write_text("")
+    code, out = warm()
+    assert json.loads(out)["prove"]["doors"] == 12 and code == 1

@@ -75,6 +75,8 @@ class _Contents:
     views: tuple[bytes, dict[str, Any]] = (b"", {})
     # Project rules' facts of context files (no per-file rule ran on them), still pickled, by content.
     context_facts: dict[str, tuple[bytes, dict[str, bytes]]] = field(default_factory=dict)
+    # The --prove pass's result (certificate, KV104 findings) under the digest of what it read.
+    proof: tuple[bytes, Any] = (b"", None)
 
 
 def digest(data: bytes) -> bytes:
@@ -166,6 +168,15 @@ class ResultCache:
 
     def store_views(self, scope: bytes, views: dict[str, Any]) -> None:
         self._contents.views = (scope, views)
+        self._dirty = True
+
+    def proof(self, key: bytes) -> Any:
+        """The --prove result computed under `key` (the scope's contents and the run's raw findings), or None."""
+        stored, proof = self._contents.proof
+        return proof if stored == key else None
+
+    def store_proof(self, key: bytes, proof: Any) -> None:
+        self._contents.proof = (key, proof)
         self._dirty = True
 
     def project(self, code: str, inputs: bytes, digests: dict[str, bytes]) -> Optional[ProjectEntry]:

@@ -199,7 +199,8 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         produced = [finding for finding in produced if finding.path in by_path or finding.path not in everything]
         findings.extend(produced)
         phases.done("project", "%s: %d findings (%s)", code, len(produced), project.answered_by)
-    proved = prove_scope(config, contract, by_path, everything, config_paths, paths, findings) if options.prove or config.prove else None
+    proved = (prove_scope(config, contract, by_path, everything, config_paths, paths, findings, result_cache)
+              if options.prove or config.prove else None)
     for shown, result in checked.items():
         if result.outcome is not None and result.outcome.open_suppressions:
             findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project.used.get(shown, ())))

@@ -13,6 +13,7 @@ scope, so a CI log shows which part of the tree was proven and how much of it.
 from __future__ import annotations
 
 import ast
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
@@ -22,6 +23,7 @@ from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
 from kvlint.api.types import UNPROVEN_WRITE_LOC, Finding
+from kvlint.running.cache import ResultCache, digest
 from kvlint.running.decide import Candidate, FileDecisions
 from kvlint.running.discovery import display_path
 from kvlint.running.selection import per_file_ignored
@@ -68,18 +70,27 @@ class DoorCall:
 
 def prove_scope(
     config: Config, contract: Contract, reported: dict[str, bytes], everything: dict[str, bytes],
-    config_paths: dict[str, str], paths: Sequence[Path], findings: list[Finding],
+    config_paths: dict[str, str], paths: Sequence[Path], findings: list[Finding], result_cache: Optional[ResultCache],
 ) -> Certificate:
     """Prove the door calls of `reported` (display path -> bytes) over the tree `everything`; add a KV104
     to `findings` for each unproven one, and for each raw one that no KV101-103 among `findings` reports
     (a raw loc one parameter or alias further than the rules look). `paths` are the run's paths, whose
     top-level folders the certificate counts by."""
     roots = [display_path(path, Path.cwd()) for path in paths]
+    reported_raw = {(f.path, f.line) for f in findings if f.code in RAW_CODES}
+    # A warm run reads the proof from the cache: it depends on every file's content and on which
+    # raw locs the rules reported, nothing else (the cache's own key holds the config and contract).
+    key = _proof_key(everything, reported, reported_raw) if result_cache is not None else b""
+    known = result_cache.proof(key) if result_cache is not None else None
+    if known is not None:
+        certificate_known: Certificate = known[0]
+        findings.extend(known[1])
+        return certificate_known
     tree = ProofTree(everything)
     prover = LocProver(tree, contract)
     # Several paths given: each is counted, a path where no door call is left included.
     certificate = Certificate(by_path={root: Counts() for root in roots} if len(roots) > 1 else {})
-    reported_raw = {(f.path, f.line) for f in findings if f.code in RAW_CODES}
+    produced: list[Finding] = []
     decisions: dict[str, FileDecisions] = {}
     for found in door_calls(tree, prover, reported):
         verdict = found.verdict
@@ -95,8 +106,20 @@ def prove_scope(
             decisions[path] = FileDecisions.for_source(path, ignored, reported[path].decode("utf-8", errors="replace"))
         finding = decisions[path].admit(_candidate(found, verdict, reported[path].splitlines()))
         if finding is not None:
-            findings.append(finding)
+            produced.append(finding)
+    if result_cache is not None:
+        result_cache.store_proof(key, (certificate, produced))
+    findings.extend(produced)
     return certificate
+
+
+def _proof_key(everything: dict[str, bytes], reported: dict[str, bytes], reported_raw: set[tuple[str, int]]) -> bytes:
+    hasher = hashlib.sha256(b"prove")
+    for path, data in sorted(everything.items()):
+        hasher.update(path.encode() + (b"\1" if path in reported else b"\0") + digest(data))
+    for path, line in sorted(reported_raw):
+        hasher.update(f"{path}:{line}\0".encode())
+    return hasher.digest()
 
 
 def door_calls(tree: ProofTree, prover: LocProver, reported: dict[str, bytes]) -> Iterator[DoorCall]:
