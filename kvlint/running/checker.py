@@ -40,8 +40,9 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     tree = python_tree(data, request.path)
     if isinstance(tree, Unparsable):
         return _syntax_error(request.path, tree.line, tree.column, tree.message)
+    parsed = _source_to_parse(request, data, tree)
     try:
-        module = cst.parse_module(_source_to_parse(request, data, tree))
+        module = cst.parse_module(parsed)
     except cst.ParserSyntaxError as exc:
         # CPython accepted the file (`python_tree`), so this is LibCST's own limit: report its words.
         return _syntax_error(request.path, exc.raw_line, exc.raw_column + 1, _first_line(exc.message))
@@ -66,7 +67,8 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
         if extracted is not None:
             facts[project_rule.code] = extracted
 
-    checked = check_module(request, module)
+    # The text LibCST parsed, decoded as it did: `module.code` would generate it all again.
+    checked = check_module(request, module, parsed.decode(module.encoding))
     errors.extend(checked.errors)
     fixed_source: Optional[bytes] = None
     if request.fix is not None and any(_applies(v, request.fix) for v in checked.violations):
@@ -91,11 +93,14 @@ class ModuleCheck:
     open_suppressions: tuple[Suppression, ...]
 
 
-def check_module(request: CheckRequest, module: cst.Module) -> ModuleCheck:
-    """What `request`'s per-file rules report on `module` (project rules' facts are `check_bytes`' business)."""
+def check_module(request: CheckRequest, module: cst.Module, source: Optional[str] = None) -> ModuleCheck:
+    """What `request`'s per-file rules report on `module` (project rules' facts are `check_bytes`' business).
+
+    `source`: `module.code`, when the caller has it already.
+    """
     ctx = FileContext(request.path, module, request.contract, helpers=request.helpers)
     errors = _run_rules(ctx, request.rules)
-    findings, kept, open_suppressions = _to_findings(request, module, ctx.violations)
+    findings, kept, open_suppressions = _to_findings(request, module, ctx.violations, source)
     return ModuleCheck(findings, kept, errors, open_suppressions)
 
 
@@ -136,12 +141,13 @@ def _internal_error(path: str, code: str) -> RunError:
 
 
 def _to_findings(
-    request: CheckRequest, module: cst.Module, violations: list[Violation]
+    request: CheckRequest, module: cst.Module, violations: list[Violation], source: Optional[str] = None
 ) -> tuple[list[Finding], list[Violation], tuple[Suppression, ...]]:
     """Findings for the violations that survive the decisions, those violations, and the unused suppressions."""
     violations = [v for v in violations if v.code not in request.ignored_codes]
     need_comments = bool(violations) or request.report_unused_ignores
-    decisions = FileDecisions.for_source(request.path, request.ignored_codes, module.code if need_comments else None)
+    text = (module.code if source is None else source) if need_comments else None
+    decisions = FileDecisions.for_source(request.path, request.ignored_codes, text)
     if not violations and not (request.report_unused_ignores and decisions.suppressions):
         return [], [], ()
     locations = locate(module, [v.node for v in violations])
