@@ -7,9 +7,12 @@ TREE defaults to the latest `sglang` wheel's `sglang/srt`, downloaded once by
 stays untouched, the other is a git repository where one file changes per
 pre-commit run), and the commands are run round-robin, so machine noise
 spreads evenly over them. For every command: median and min-max wall time
-(interpreter start included), the ratio to the stdlib-`ast` baseline, and the
-peak resident memory of its largest process (`wait4`'s `ru_maxrss`). Fixit 2
-and ruff are measured where they are installed (they are not dependencies).
+(interpreter start included), median CPU time (user + system, workers
+included), the ratios to the stdlib-`ast` baseline and to `python -c pass`,
+and the peak resident memory of its largest process (`wait4`'s `ru_maxrss`).
+The pre-commit rows check one named file in a third copy whose cache is warm,
+the file edited before each run. Fixit 2 and ruff are measured where they are
+installed (they are not dependencies).
 Then a scaling table: cold `kvlint check` on evenly spread samples of the tree.
 """
 
@@ -34,6 +37,13 @@ sys.path.insert(0, str(BENCH.parent / "tests"))
 from corpus import CorpusUnavailable, sglang_srt  # noqa: E402
 
 KVLINT = [sys.executable, "-m", "kvlint"]
+# Issue 16's pre-commit cases, paths under the tree: the largest backend with findings, a large one
+# without, and one with a single finding.
+PRE_COMMIT_FILES = (
+    "hardware_backend/npu/attention/ascend_backend.py",
+    "layers/attention/flashattention_backend.py",
+    "layers/attention/triton_backend.py",
+)
 # A Fixit rule that visits nothing: what remains is Fixit's own parse and metadata cost.
 FIXIT_NOOP_RULE = '''
 from fixit import LintRule
@@ -53,6 +63,8 @@ class Command:
     runs: Optional[int] = None
     env: dict[str, str] = field(default_factory=dict)
     times: list[float] = field(default_factory=list)
+    # User + system seconds of the command and the workers it waited for.
+    cpu: list[float] = field(default_factory=list)
     peak_kb: int = 0
     last_output: str = ""
 
@@ -69,6 +81,7 @@ def measure(command: Command) -> None:
     output = process.stdout.read() if process.stdout else b""
     _pid, status, usage = os.wait4(process.pid, 0)
     command.times.append(time.perf_counter() - start)
+    command.cpu.append(usage.ru_utime + usage.ru_stime)
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode not in (0, 1):
         raise SystemExit(f"bench: {command.name} exited {process.returncode}:\n{output.decode()[-2000:]}")
@@ -119,7 +132,7 @@ def appender(path: Path) -> Callable[[], None]:
 
 
 def findings_count(command: Command) -> str:
-    if command.name.startswith("kvlint check"):
+    if command.name.startswith(("kvlint check", "pre-commit")):
         try:
             return str(len(json.loads(command.last_output)["findings"]))
         except (ValueError, KeyError):
@@ -129,15 +142,19 @@ def findings_count(command: Command) -> str:
     return ""
 
 
-def report(commands: list[Command], baseline: Command) -> None:
+def report(commands: list[Command], baseline: Command, interpreter: Command) -> None:
     base = statistics.median(baseline.times)
-    print(f"{'command':<34} {'median s':>9} {'min-max s':>15} {'x ast':>7} {'peak MB':>8} {'findings':>9}")
+    start = statistics.median(interpreter.times)
+    print(
+        f"{'command':<36} {'median s':>9} {'min-max s':>13} {'cpu s':>7} {'x ast':>7} {'x pass':>7} "
+        f"{'peak MB':>8} {'findings':>9}"
+    )
     for command in commands:
         median = statistics.median(command.times)
         spread = f"{min(command.times):.2f}-{max(command.times):.2f}"
         print(
-            f"{command.name:<34} {median:>9.2f} {spread:>15} {median / base:>7.3f} "
-            f"{command.peak_kb / 1024:>8.0f} {findings_count(command):>9}"
+            f"{command.name:<36} {median:>9.2f} {spread:>13} {statistics.median(command.cpu):>7.2f} "
+            f"{median / base:>7.3f} {median / start:>7.1f} {command.peak_kb / 1024:>8.0f} {findings_count(command):>9}"
         )
 
 
@@ -172,11 +189,12 @@ def main() -> None:
         raise SystemExit(f"bench: {exc}") from None
 
     with tempfile.TemporaryDirectory(prefix="kvlint-bench-") as scratch:
-        clean_root, repo_root = Path(scratch, "clean"), Path(scratch, "repo")
-        clean_root.mkdir()
-        repo_root.mkdir()
+        clean_root, repo_root, hook_root = Path(scratch, "clean"), Path(scratch, "repo"), Path(scratch, "hook")
+        for root in (clean_root, repo_root, hook_root):
+            root.mkdir()
         clean = copy_tree(tree, clean_root)
         repo = copy_tree(tree, repo_root)
+        hook = copy_tree(tree, hook_root)
         git(repo_root, "init", "-q")
         git(repo_root, "add", ".")
         git(repo_root, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q", "-m", "tree")
@@ -189,7 +207,14 @@ def main() -> None:
 
         ast_argv = [sys.executable, str(BENCH / "ast_baseline.py"), str(clean)]
         baseline = Command("ast baseline (1 process)", ast_argv, clean_root)
+        interpreter = Command("python -c pass", [sys.executable, "-c", "pass"], clean_root)
         json_check = [*KVLINT, "check", "--format", "json"]
+        # The pre-commit hook naming one file: its cache entry cold (edited before each run), the rest warm.
+        pre_commit = [
+            Command(f"pre-commit 1 file: {Path(name).name}", [*json_check, f"{hook.name}/{name}"], hook_root,
+                    appender(hook / name))
+            for name in PRE_COMMIT_FILES if (hook / name).is_file()
+        ]
         kvlint_commands = [
             Command("kvlint check cold (--no-cache)", [*json_check, "--no-cache", "."], clean_root),
             Command("kvlint check warm", [*json_check, "."], clean_root),
@@ -197,10 +222,11 @@ def main() -> None:
             Command("kvlint fix --diff cold", [*KVLINT, "fix", "--diff", "--no-cache", "--quiet", "."], clean_root),
             Command("kvlint check --prove cold (--no-cache)", [*json_check, "--prove", "--no-cache", "."], clean_root),
             Command("kvlint check --prove warm", [*json_check, "--prove", "."], clean_root),
+            *pre_commit,
         ]
         for command in kvlint_commands:
             command.env = kvlint_env
-        commands = [baseline, *kvlint_commands]
+        commands = [baseline, interpreter, *kvlint_commands]
         if shutil.which("ruff"):
             commands.append(Command("ruff check warm", ["ruff", "check", "--quiet", "--exit-zero", "."], clean_root))
         if shutil.which("fixit") and args.fixit_runs > 0:
@@ -216,15 +242,18 @@ def main() -> None:
                     env={"PYTHONPATH": str(rules)},
                 )
             )
-        # Untimed: fill kvlint's cache in both copies and ruff's cache, as a developer's checkout has them.
-        for warm_up in (commands[2], commands[3], *(c for c in commands if c.name.startswith("ruff"))):
+        # Untimed: fill kvlint's cache in the three copies and ruff's cache, as a developer's checkout has them.
+        fill_hook_cache = Command("kvlint check in the hook copy", [*json_check, "."], hook_root, env=kvlint_env)
+        ruff = [command for command in commands if command.name.startswith("ruff")]
+        for warm_up in (*kvlint_commands[1:3], fill_hook_cache, *pre_commit, *ruff):
             measure(warm_up)
             warm_up.times.clear()
+            warm_up.cpu.clear()
         for round_number in range(args.runs):
             for command in commands:
                 if command.runs is None or round_number < command.runs:
                     measure(command)
-        report(commands, baseline)
+        report(commands, baseline, interpreter)
         sizes = [int(size) for size in args.scaling.split(",") if size]
         scaling(clean, clean_root, sizes, args.scaling_runs, kvlint_env)
 
