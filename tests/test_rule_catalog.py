@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kvlint.face.docs import rules_table
+from kvlint.face.docs import explain_rule, rules_table
 from kvlint.running.registry import all_rules
 from kvlint.api.rule import DOC_SECTIONS
+from kvlint.api.types import ENGINE_CODES
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -39,6 +40,15 @@ def test_every_rule_doc_has_every_section() -> None:
         doc = rule.__doc__ or ""
         missing = [section for section in DOC_SECTIONS if f"## {section}" not in doc]
         assert not missing, f"{rule.code} lacks {missing}"
+
+
+def test_every_documented_engine_code_has_every_section() -> None:
+    documented = [code for code in ENGINE_CODES if code.details]
+    assert [code.code for code in documented] == ["KV104"]
+    for code in documented:
+        text = explain_rule(code.code) or ""
+        missing = [section for section in DOC_SECTIONS if f"## {section}" not in text]
+        assert not missing, f"{code.code} lacks {missing}"
 
 
 def test_every_file_rule_has_examples() -> None:

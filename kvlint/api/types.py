@@ -36,6 +36,8 @@ class EngineCode:
     name: str
     severity: Severity
     summary: str
+    # `kvlint explain`'s text after the summary, in the sections a rule's docstring has.
+    details: str = ""
 
 
 SYNTAX_ERROR = EngineCode(
@@ -48,6 +50,46 @@ UNUSED_IGNORE = EngineCode(
 UNPROVEN_WRITE_LOC = EngineCode(
     "KV104", "unproven-write-loc", Severity.ERROR,
     "Only under --prove: a write door's loc kvlint cannot show to be marked; the message names where the proof stops.",
+    details="""\
+## What it does
+Under `kvlint check --prove`, follows the loc of every write-door call in
+scope back to where it is made: through local names, conditionals, helper
+returns and parameters (every caller in the tree, across files and the
+class hierarchy). A loc is proven marked when every path ends in a factory
+(`KVWriteLoc.for_batch`, `.for_layer`), a constructor with the tree's mark,
+or a function the contract lists under `mark-keeping`. A raw loc is
+KV101/KV102/KV103's business; KV104 is what is left: a loc whose origin
+kvlint cannot see (an attribute of an unknown object, a call it cannot
+resolve, a parameter one of whose callers passes such a loc).
+
+## Why is this bad?
+A completeness check that reports only known-bad spellings passes when a
+raw loc reaches a door one step further away than the spellings it knows.
+`--prove` turns "nothing bad was seen" into "every door was shown a marked
+loc"; what cannot be shown fails the run instead of passing silently.
+
+## Example
+```python
+def _store(self, layer, loc, k, v):
+    self.pool.set_kv_buffer(layer, loc, k, v)
+
+def forward(self, layer, forward_batch, k, v):
+    self._store(layer, self.loc_buffer, k, v)   # where does loc_buffer come from?
+```
+
+## Use instead
+```python
+def forward(self, layer, forward_batch, k, v):
+    self._store(layer, KVWriteLoc.for_batch(forward_batch), k, v)
+```
+
+A loc that is marked by a function kvlint cannot read (a translation
+helper of the pool) is declared in `[tool.kvlint.contract]`
+`mark-keeping`; a known gap is recorded with `kvlint baseline --prove` and
+ratcheted; a single site takes `# kvlint: ignore[KV104]` with a reason.
+
+## Fix safety
+No fix: kvlint cannot know which loc was meant.""",
 )
 ENGINE_CODES = (SYNTAX_ERROR, UNUSED_IGNORE, UNPROVEN_WRITE_LOC)
 

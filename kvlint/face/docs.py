@@ -23,7 +23,8 @@ def fix_label(rule: AnyRule) -> str:
 def explain_rule(code: str) -> Optional[str]:
     for engine in ENGINE_CODES:
         if engine.code == code.upper():
-            return f"{engine.code} {engine.name} ({engine.severity.value})\n\n{engine.summary}"
+            text = f"{engine.code} {engine.name} ({engine.severity.value})\n\n{engine.summary}"
+            return f"{text}\n\n{engine.details}" if engine.details else text
     rule = rule_by_code(code)
     if rule is None:
         return None
