@@ -29,12 +29,12 @@ from typing import Callable, Optional, Union
 from kvlint.analysis._ast_imports import bound_names
 from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
 from kvlint.api.contract import LOC_KEYWORDS, Contract
+from kvlint.api.rule import one_line_code
 
 PROVEN, RAW, UNPROVEN = "proven", "raw", "unproven"
 # What a local name is given: a value, or the statement binding it in a way kvlint does not read.
 _Bound = Union[ast.expr, ast.stmt]
 _MAX_DEPTH = 24
-_SHOWN = 60
 
 
 @dataclass(frozen=True)
@@ -261,6 +261,5 @@ def _trailing(node: ast.expr) -> Optional[str]:
 
 
 def _text(node: ast.AST) -> str:
-    """The source of `node` on one line, shortened in the middle where long."""
-    text = " ".join(ast.unparse(node).split())
-    return text if len(text) <= _SHOWN else f"{text[: _SHOWN // 2 - 2]} ... {text[-(_SHOWN // 2 - 3):]}"
+    """The source of `node` quoted as every rule's message quotes code."""
+    return one_line_code(ast.unparse(node))
