@@ -2,8 +2,11 @@
 
 For each module function and each method: what every `return` gives (the
 batch's raw loc, a marked loc, paged KV, another call's result, or something
-else) and where each parameter goes (a write door's loc argument, or an
-argument of another call). Nothing is resolved here: calls are kept as
+else), where each parameter goes (a write door's loc argument, or an
+argument of another call), which parameters are the tensor of a
+layout-sensitive call (`kvlint.analysis._ast_tensors`), and which call
+arguments are paged KV or another call's result (where the index starts
+looking for such helpers). Nothing is resolved here: calls are kept as
 spellings (`self._kv_write_loc`, `helper`, `mod.helper`) for
 `kvlint.analysis.project_index` to resolve across files. A summary depends on
 the file's bytes and the contract only, so the engine caches it by content.
@@ -15,112 +18,18 @@ name is a raw loc (or paged KV) when every value assigned to it is.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Callable, Optional, TypeVar, Union
 
 from kvlint.analysis._ast_imports import bound_names, imports_of, module_imports
+from kvlint.analysis._ast_tensors import TENSOR_KEEPING, is_page_size, keeps, layout_use, trailing
+from kvlint.analysis.summaries import ClassSummary, FileSummary, FunctionSummary, ParamUse, Return, Spelling
 from kvlint.api.contract import LOC_KEYWORDS, PAGED_HELPERS, Contract
 
-# Calls that return the same tensor (or a view of the same storage): the paged-KV fact survives them.
-# `.to`/`.type` return `self` when the dtype and device already match; `.detach()` and
-# `.requires_grad_()` share storage; `.view(dtype)` reinterprets the same bytes.
-TENSOR_KEEPING = ("to", "type", "detach", "requires_grad_", "view")
 CROSS_ATTENTION_FLAG = "is_cross_attention"
 ENCODER_LOC = "encoder_out_cache_loc"
 
-Spelling = tuple[str, ...]
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
-
-
-@dataclass(frozen=True)
-class Return:
-    line: int
-    # "raw" | "marked" | "paged" | "call" | "other"
-    kind: str
-    # raw: the source of the raw loc; paged: the accessor's name.
-    detail: str = ""
-    callee: Optional[Spelling] = None
-    # paged: the accessor's own result, `pool.get_key_buffer(i)`, its per-layer `(slots, ...)` form.
-    direct: bool = False
-
-
-@dataclass(frozen=True)
-class ParamUse:
-    """Parameter `param` is passed at `line` as a write door's loc (`door`) or to `callee`."""
-
-    param: str
-    line: int
-    door: str = ""
-    callee: Optional[Spelling] = None
-    position: int = -1
-    keyword: str = ""
-
-
-@dataclass(frozen=True)
-class FunctionSummary:
-    name: str
-    line: int
-    # Parameters a caller passes, self/cls left out for a method.
-    params: tuple[str, ...]
-    returns: tuple[Return, ...]
-    uses: tuple[ParamUse, ...]
-    # Parameters whose every load is one of `uses`.
-    only_passed: frozenset[str]
-
-
-    def returns_own(self) -> bool:
-        """A raw loc or paged KV among its own returns (no call resolved)."""
-        return any(ret.kind in ("raw", "paged") for ret in self.returns)
-
-    def door_slots(self) -> set[tuple[str, object]]:
-        """(name, position) and (name, keyword) of each parameter passed straight to a door's loc."""
-        return {slot for use in self.uses if use.door for slot in self._slots(use.param)}
-
-    def slots_passing_to(self, slots: set[tuple[str, object]]) -> set[tuple[str, object]]:
-        """The slots of the parameters it passes to a call at one of `slots` (a parameter chain's link)."""
-        found: set[tuple[str, object]] = set()
-        for use in self.uses:
-            if use.callee is None:
-                continue
-            at = (use.callee[-1], use.keyword or use.position)
-            if at in slots:
-                found |= self._slots(use.param)
-        return found
-
-    def _slots(self, param: str) -> set[tuple[str, object]]:
-        slots: set[tuple[str, object]] = {(self.name, param)}
-        if param in self.params:
-            slots.add((self.name, self.params.index(param)))
-        return slots
-
-    def returns_call_of(self, names: set[str]) -> bool:
-        """A return of a call of one of `names` (a link of a returning chain)."""
-        return any(ret.callee is not None and ret.callee[-1] in names for ret in self.returns)
-
-
-
-@dataclass(frozen=True)
-class ClassSummary:
-    name: str
-    line: int
-    # Base classes as written: "Base", "mod.Base".
-    bases: tuple[str, ...]
-    methods: dict[str, FunctionSummary]
-
-
-@dataclass(frozen=True)
-class FileSummary:
-    # local name -> absolute dotted origin ("pkg.mod.f" or "pkg.mod").
-    imports: dict[str, str]
-    functions: dict[str, FunctionSummary] = field(default_factory=dict)
-    classes: dict[str, ClassSummary] = field(default_factory=dict)
-    # Call spellings made in each class's methods ("" for module functions): what a view resolves.
-    calls: dict[str, set[Spelling]] = field(default_factory=dict)
-    # (class or "", spelling) -> (every such call is a write door's loc argument, a line of one).
-    call_uses: dict[tuple[str, Spelling], tuple[bool, int]] = field(default_factory=dict)
-
-    def all_functions(self) -> list[FunctionSummary]:
-        return [*self.functions.values(), *(m for klass in self.classes.values() for m in klass.methods.values())]
+_Answer = TypeVar("_Answer")
 
 
 def summarize(tree: ast.Module, module: str, is_package: bool, contract: Contract) -> FileSummary:
@@ -129,12 +38,14 @@ def summarize(tree: ast.Module, module: str, is_package: bool, contract: Contrac
     summary = FileSummary(imports={})
     doors = dict(contract.write_doors)
     module_imports(tree.body, imports)
+    tensor_args: set[tuple[Spelling, object, str]] = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             reader = _FunctionReader(node, False, contract, doors, imports)
             summary.functions[node.name] = reader.summary()
             summary.calls.setdefault("", set()).update(reader.spellings())
             reader.record_uses("", summary.call_uses)
+            tensor_args.update(reader.tensor_args())
         elif isinstance(node, ast.ClassDef):
             methods = {}
             for item in node.body:
@@ -143,9 +54,16 @@ def summarize(tree: ast.Module, module: str, is_package: bool, contract: Contrac
                     methods[item.name] = reader.summary()
                     summary.calls.setdefault(node.name, set()).update(reader.spellings())
                     reader.record_uses(node.name, summary.call_uses)
+                    tensor_args.update(reader.tensor_args())
             bases = tuple(text for text in (_dotted(base) for base in node.bases) if text)
             summary.classes[node.name] = ClassSummary(node.name, node.lineno, bases, methods)
     summary.imports.update(imports_of(imports, module, is_package))
+    # `obj.f(...)` resolves only where `obj` is an imported module: a tensor's or a pool's own
+    # methods (`k.copy_(...)`, `pool.set_kv_buffer(...)`) are no helpers to look for.
+    summary.tensor_args.update(
+        (spelling[-1], slot, origin) for spelling, slot, origin in tensor_args
+        if spelling[0] != "attr" or spelling[1] in summary.imports
+    )
     return summary
 
 
@@ -181,6 +99,7 @@ class _FunctionReader:
         self.params = tuple(names)
         self.all_params = frozenset(names) | {arg.arg for arg in node.args.kwonlyargs}
         self.assigned: dict[str, list[ast.expr]] = {}
+        self._answers: dict[tuple[str, str], object] = {}
         self.returns: list[ast.Return] = []
         self.calls: list[ast.Call] = []
         self.loads: dict[str, int] = {}
@@ -214,6 +133,10 @@ class _FunctionReader:
     def _bind(self, target: ast.expr, value: ast.expr) -> None:
         if isinstance(target, ast.Name):
             self.assigned.setdefault(target.id, []).append(value)
+        elif isinstance(target, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in target.elts):
+            # `k, v = pool.get_kv_buffer(i)`: each name is the value's element at its index.
+            for index, element in enumerate(target.elts):
+                self._bind(element, ast.Subscript(value, ast.Constant(index), ast.Load()))
         else:
             # Unpacking and attribute/subscript stores: a name bound so is unknown.
             for name in ast.walk(target):
@@ -224,7 +147,7 @@ class _FunctionReader:
         """For each call spelling: whether every such call's result goes straight into a door's loc."""
         at_doors: set[int] = set()
         for call in self.calls:
-            index = self.doors.get(_trailing(call.func) or "")
+            index = self.doors.get(trailing(call.func) or "")
             if index is None:
                 continue
             args = [a for a in call.args if not isinstance(a, ast.Starred)]
@@ -249,20 +172,69 @@ class _FunctionReader:
         for use in uses:
             passed[use.param] = passed.get(use.param, 0) + 1
         only = frozenset(p for p, n in passed.items() if self.loads.get(p, 0) == n and p not in self.assigned)
-        return FunctionSummary(self.node.name, self.node.lineno, self.params, returns, uses, only)
+        layout = tuple(
+            use for use in (layout_use(call, lambda e: self._root_param(e), self.all_params) for call in self.calls) if use
+        )
+        page_args = frozenset(
+            (call.lineno, position) for call in self.calls for position, arg in enumerate(call.args) if is_page_size(arg)
+        )
+        return FunctionSummary(self.node.name, self.node.lineno, self.params, returns, uses, only, layout, page_args)
+
+    def tensor_args(self) -> set[tuple[Spelling, object, str]]:
+        found: set[tuple[Spelling, object, str]] = set()
+        for call in self.calls:
+            spelling = call_spelling(call.func)
+            if spelling is None:
+                continue
+            slots: list[tuple[object, ast.expr]] = [*enumerate(call.args), *((k.arg, k.value) for k in call.keywords if k.arg)]
+            for slot, arg in slots:
+                origin = self._origin(arg)
+                if origin is not None:
+                    found.add((spelling, slot, origin))
+        return found
+
+    def _origin(self, expr: ast.expr) -> Optional[str]:
+        """"" for paged KV of a buffer accessor, the name of the call a value comes from, else None."""
+        if self.paged(expr) is not None:
+            return ""
+        if isinstance(expr, ast.Call):
+            name = trailing(expr.func)
+            if name in TENSOR_KEEPING and isinstance(expr.func, ast.Attribute):
+                return self._origin(expr.func.value)
+            return name
+        if isinstance(expr, ast.Subscript) and keeps(expr):
+            return self._origin(expr.value)
+        if isinstance(expr, ast.Name):
+            return self._per_name("origin", expr.id, lambda values: next(
+                (origin for origin in map(self._origin, values) if origin is not None), None
+            ))
+        return None
+
+    def _root_param(self, expr: ast.expr) -> Optional[str]:
+        """The parameter `expr` is (never reassigned), a slice of, or a tensor-keeping call of."""
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in TENSOR_KEEPING:
+            return self._root_param(expr.func.value)
+        if isinstance(expr, ast.Subscript) and keeps(expr):
+            return self._root_param(expr.value)
+        if not isinstance(expr, ast.Name):
+            return None
+        if expr.id in self.all_params:
+            return expr.id if expr.id not in self.assigned else None
+        roots = self._per_name("root", expr.id, lambda values: {self._root_param(value) for value in values})
+        return next(iter(roots)) if roots is not None and len(roots) == 1 else None
 
     def _return(self, node: ast.Return) -> Return:
         value = node.value
         if value is None:
             return Return(node.lineno, "other")
-        raw = self.raw(value, 0)
+        raw = self.raw(value)
         if raw is not None:
             return Return(node.lineno, "raw", raw)
-        if self.marked(value, 0):
+        if self.marked(value):
             return Return(node.lineno, "marked")
-        paged = self.paged(value, 0)
+        paged = self.paged(value)
         if paged is not None:
-            direct = isinstance(value, ast.Call) and _trailing(value.func) in self.contract.buffer_accessors
+            direct = isinstance(value, ast.Call) and trailing(value.func) in self.contract.buffer_accessors
             return Return(node.lineno, "paged", paged, direct=direct)
         if isinstance(value, ast.Call):
             spelling = call_spelling(value.func)
@@ -270,13 +242,18 @@ class _FunctionReader:
                 return Return(node.lineno, "call", callee=spelling)
         return Return(node.lineno, "other")
 
-    def _defs(self, name: str) -> Optional[list[ast.expr]]:
-        """Every value assigned to a local `name`; None for a parameter or an unbound name."""
-        if name in self.all_params:
-            return None
-        return self.assigned.get(name)
+    def _per_name(self, question: str, name: str, answer: Callable[[list[ast.expr]], _Answer]) -> Optional[_Answer]:
+        """`answer` over every value assigned to the local `name` (None for a parameter or an unbound
+        name), once per name: a name assigned from itself (`k = k[:n]`) meets None on that path, so
+        the walk is linear in the function, not exponential in its reassignments."""
+        key = (question, name)
+        if key not in self._answers:
+            values = None if name in self.all_params else self.assigned.get(name)
+            self._answers[key] = None
+            self._answers[key] = answer(values) if values else None
+        return self._answers[key]  # type: ignore[return-value]
 
-    def raw(self, expr: ast.expr, depth: int) -> Optional[str]:
+    def raw(self, expr: ast.expr) -> Optional[str]:
         """The batch's raw loc on every path of `expr`, spelt; the cross-attention idiom counts."""
         attributes = self.contract.loc_attributes
         if isinstance(expr, ast.Attribute) and expr.attr in attributes:
@@ -284,21 +261,19 @@ class _FunctionReader:
         if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr in attributes:
             return ast.unparse(expr)
         if isinstance(expr, ast.IfExp):
-            branches = [self.raw(branch, depth + 1) for branch in (expr.body, expr.orelse)]
+            branches = [self.raw(branch) for branch in (expr.body, expr.orelse)]
             # A raw branch under the cross-attention flag, or both raw.
             idiom = any(isinstance(b, ast.Attribute) and b.attr == ENCODER_LOC for b in (expr.body, expr.orelse))
             if all(branches) or (idiom and any(branches) and CROSS_ATTENTION_FLAG in ast.unparse(expr.test)):
                 return next(b for b in branches if b)
             return None
-        if isinstance(expr, ast.Name) and depth < 8:
-            defs = self._defs(expr.id)
-            if defs:
-                found = [self.raw(value, depth + 1) for value in defs]
-                if all(found):
-                    return found[0]
+        if isinstance(expr, ast.Name):
+            found = self._per_name("raw", expr.id, lambda values: [self.raw(value) for value in values])
+            if found and all(found):
+                return found[0]
         return None
 
-    def marked(self, expr: ast.expr, depth: int) -> bool:
+    def marked(self, expr: ast.expr) -> bool:
         cls = self.contract.write_loc_class
         if isinstance(expr, ast.Call):
             func = expr.func
@@ -306,39 +281,37 @@ class _FunctionReader:
                 return any(k.arg == self.contract.mark for k in expr.keywords)
             if isinstance(func, ast.Attribute) and _dotted(func.value).rsplit(".", 1)[-1] == cls:
                 return True
-        if isinstance(expr, ast.Name) and depth < 8:
-            defs = self._defs(expr.id)
-            return bool(defs) and all(self.marked(value, depth + 1) for value in defs)  # type: ignore[union-attr]
+        if isinstance(expr, ast.Name):
+            found = self._per_name("marked", expr.id, lambda values: [self.marked(value) for value in values])
+            return found is not None and bool(found) and all(found)
         return False
 
-    def paged(self, expr: ast.expr, depth: int) -> Optional[str]:
+    def paged(self, expr: ast.expr) -> Optional[str]:
         """The accessor paged KV in `expr` comes from, if it is one (or a slice, or a tensor-keeping call of one)."""
         accessors = self.contract.buffer_accessors
         if isinstance(expr, ast.Call):
-            name = _trailing(expr.func)
+            name = trailing(expr.func)
             if name in accessors or name in PAGED_HELPERS:
                 return name
             if name in TENSOR_KEEPING and isinstance(expr.func, ast.Attribute):
-                return self.paged(expr.func.value, depth + 1)
+                return self.paged(expr.func.value)
             return None
         if isinstance(expr, ast.Subscript):
-            if _trailing(expr.value) in accessors and isinstance(expr.value, ast.Attribute):
-                return _trailing(expr.value)
-            if _keeps(expr):
-                return self.paged(expr.value, depth + 1)
+            if trailing(expr.value) in accessors and isinstance(expr.value, ast.Attribute):
+                return trailing(expr.value)
+            if keeps(expr):
+                return self.paged(expr.value)
             return None
-        if isinstance(expr, ast.Name) and depth < 8:
-            defs = self._defs(expr.id)
-            if defs:
-                found = [self.paged(value, depth + 1) for value in defs]
-                if all(found):
-                    return found[0]
+        if isinstance(expr, ast.Name):
+            found = self._per_name("paged", expr.id, lambda values: [self.paged(value) for value in values])
+            if found and all(found):
+                return found[0]
         return None
 
     def _uses(self) -> list[ParamUse]:
         found: list[ParamUse] = []
         for call in self.calls:
-            name = _trailing(call.func)
+            name = trailing(call.func)
             door_index = self.doors.get(name or "")
             spelling = call_spelling(call.func)
             positional = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
@@ -367,25 +340,6 @@ class _FunctionReader:
         if isinstance(arg, ast.Name) and arg.id in self.all_params and arg.id not in self.assigned:
             return arg.id
         return None
-
-
-def _keeps(subscript: ast.Subscript) -> bool:
-    """Slices and integer literals select within the tensor; other indices gather a copy."""
-    index = subscript.slice
-    parts = index.elts if isinstance(index, ast.Tuple) else [index]
-    return all(
-        isinstance(part, ast.Slice) or (isinstance(part, ast.Constant) and isinstance(part.value, int))
-        or (isinstance(part, ast.Constant) and part.value is Ellipsis)
-        for part in parts
-    )
-
-
-def _trailing(expr: ast.expr) -> Optional[str]:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    return None
 
 
 def _dotted(expr: ast.expr) -> str:

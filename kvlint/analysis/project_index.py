@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Optional
 
-from kvlint.analysis.helper_summary import ClassSummary, FileSummary, FunctionSummary, Spelling
-from kvlint.api.helpers import HelperFact, HelperFacts, ParamDoor, Where
+from kvlint.analysis.summaries import ClassSummary, FileSummary, FunctionSummary, Spelling
+from kvlint.analysis.summaries import ParamUse
+from kvlint.api.helpers import HelperFact, HelperFacts, ParamDoor, ParamLayout, Where
 
 # (path, class name or "", function summary)
 Target = tuple[str, str, FunctionSummary]
@@ -205,7 +206,8 @@ class ProjectIndex:
             if ret.kind not in ("raw", "marked"):
                 only_raw_or_marked = False
         params = self._param_doors(path, class_name, function)
-        if returns_raw is None and returns_paged is None and not params:
+        layout = self._param_layouts(path, class_name, function)
+        if returns_raw is None and returns_paged is None and not params and not layout:
             return None
         name = f"{class_name}.{function.name}" if class_name else function.name
         callers_ok = only_raw_or_marked and returns_raw is not None and self._callers_only_doors(
@@ -220,6 +222,7 @@ class ProjectIndex:
             returns_paged=returns_paged,
             returns_accessor=accessor and returns_paged is not None,
             params=params,
+            layout=layout,
         )
 
     def _param_doors(self, path: str, class_name: str, function: FunctionSummary) -> tuple[ParamDoor, ...]:
@@ -245,6 +248,38 @@ class ProjectIndex:
             doors.append(ParamDoor(param, first.position, first.door, first.where, only))
         return tuple(doors)
 
+    def _param_layouts(self, path: str, class_name: str, function: FunctionSummary) -> tuple[ParamLayout, ...]:
+        """The parameters the helper (or a helper it passes them to, unchanged) uses in a layout-sensitive call."""
+
+        def position(param: str) -> int:
+            return function.params.index(param) if param in function.params else -1
+
+        found = [
+            ParamLayout(use.param, position(use.param), use.kind, Where(path, use.line, f"`{use.call}`"),
+                        use.page_param, position(use.page_param) if use.page_param else -1, use.unit_page)
+            for use in function.layout
+        ]
+        for use in function.uses:
+            callee = self._callee_fact(path, class_name, use.callee) if use.callee is not None else None
+            for inner in callee.layout if callee is not None else ():
+                if not _passes(use, inner.param, inner.position):
+                    continue
+                page_param = ""
+                if inner.page_param:
+                    # The page size the callee takes from its caller: a parameter passed on, or spelt here.
+                    passed = [other.param for other in function.uses if other.line == use.line
+                              and other.callee == use.callee and _passes(other, inner.page_param, inner.page_position)]
+                    if passed:
+                        page_param = passed[0]
+                    elif (use.line, inner.page_position) not in function.page_args:
+                        continue
+                found.append(ParamLayout(use.param, position(use.param), inner.kind, inner.where, page_param,
+                                         position(page_param) if page_param else -1, inner.unit_page))
+        first: dict[tuple[str, str], ParamLayout] = {}
+        for layout in found:
+            first.setdefault((layout.param, layout.kind), layout)
+        return tuple(first.values())
+
     def _callers_only_doors(self, target: Target) -> bool:
         """Every call of `target` in the files read so far passes its result straight to a door (one call at least).
 
@@ -260,6 +295,21 @@ class ProjectIndex:
                     return False
                 seen = True
         return seen
+
+    def functions_read(self) -> list[FunctionSummary]:
+        """Every function and method of the files read so far."""
+        return [function for summary in self._summaries.values() if summary is not None for function in summary.all_functions()]
+
+    def tensor_args_read(self) -> set[tuple[str, object, str]]:
+        """`FileSummary.tensor_args` of the files read so far."""
+        return {entry for summary in self._summaries.values() if summary is not None for entry in summary.tensor_args}
+
+    def tensor_callers(self, names: set[str]) -> set[str]:
+        """The files read so far that hand a tensor argument to a call of one of `names`."""
+        return {
+            path for path, summary in self._summaries.items()
+            if summary is not None and any(callee in names for callee, _slot, _origin in summary.tensor_args)
+        }
 
     def definers(self, names: set[str]) -> set[str]:
         """The files read so far that define a function or method named in `names`."""
@@ -300,3 +350,8 @@ class ProjectIndex:
                 if fact is not None and fact.callers_only_doors:
                     defined[(class_name, function.name)] = fact
         return HelperFacts(by_call, defined)
+
+
+def _passes(use: ParamUse, param: str, position: int) -> bool:
+    """Whether `use` passes its parameter on as the callee's `param` (at `position`)."""
+    return use.keyword == param if use.keyword else use.position == position >= 0

@@ -44,6 +44,36 @@ class ParamDoor:
     only_doors: bool
 
 
+# What a layout-sensitive use of a parameter is, by what decides it in the caller:
+# a page split, `.view(-1, page_size, *row)` (KV201 on any paged KV);
+PAGE_SPLIT = "page-split"
+# a copy on any layout, `.contiguous()` or a `.flatten()` of every dim (KV202);
+PACKS = "packs"
+# a merge of dim 0 with the next, `.flatten(0, e)` or a `.reshape` that keeps neither the slot dim nor
+# the row: a copy where dim 0 holds slots, a view where it holds pages (KV202 on `(slots, ...)`).
+MERGES_DIM0 = "merges-dim0"
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """A parameter of the helper used as paged KV in a layout-sensitive call (down any chain of helpers)."""
+
+    param: str
+    # Positional index among the arguments a caller passes (self/cls not counted); -1: keyword only.
+    position: int
+    # PAGE_SPLIT, PACKS or MERGES_DIM0.
+    kind: str
+    # The `.view`/`.reshape`/... it relies on, spelt as in the helper that makes it.
+    where: Where
+    # A page split whose page size is another parameter: the caller's argument there must name a page size.
+    page_param: str = ""
+    page_position: int = -1
+    # A page split at the literal page size 1 (`view(-1, 1, *row)`): on a page-split
+    # `(pages, page_size, ...)` buffer the same call flattens pages to token rows, so it
+    # counts only where the caller's dim 0 holds slots.
+    unit_page: bool = False
+
+
 @dataclass(frozen=True)
 class HelperFact:
     """What one resolved helper is known to do."""
@@ -63,6 +93,7 @@ class HelperFact:
     # Every paged return is a buffer accessor's own result: dim 0 holds slots, as for a direct call.
     returns_accessor: bool = False
     params: tuple[ParamDoor, ...] = ()
+    layout: tuple[ParamLayout, ...] = ()
 
     def door_param(self, position: int, keyword: Optional[str]) -> Optional[ParamDoor]:
         for param in self.params:

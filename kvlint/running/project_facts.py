@@ -20,7 +20,8 @@ import pickle
 import re
 from typing import Callable, Iterable, Optional
 
-from kvlint.analysis.helper_summary import FileSummary, summarize
+from kvlint.analysis.helper_summary import summarize
+from kvlint.analysis.summaries import FileSummary
 from kvlint.analysis.project_index import ProjectIndex, module_parts
 from kvlint.api.contract import PAGED_HELPERS, Contract
 from kvlint.api.helpers import HelperFacts
@@ -54,7 +55,8 @@ def helper_views(
     """The non-empty views of the files that call a helper with a fact.
 
     The names such a helper can have come first (`_helper_names`); only a file calling one
-    of them gets a view, and only calls of them are resolved.
+    of them gets a view, and only calls of them are resolved. A helper that pages or packs its
+    parameter matters only where it is handed paged KV, which the summaries already read say.
     """
     if digests is None:
         digests = {path: digest(data) for path, data in sources.items()} if result_cache is not None else {}
@@ -77,13 +79,15 @@ def helper_views(
         return summary
 
     index = ProjectIndex(sources, load)
-    index.names = names = _helper_names(index, sources, contract)
+    names, layout_names = _helper_names(index, sources, contract)
+    index.names = names | layout_names
     calls = _calls_of(names)
     views = {}
     callers = [path for path, data in sources.items() if calls is not None and calls(data)]
     for path in callers:
         # Every caller read first: a helper's fix depends on what all of them do with its result.
         index.summary(path)
+    callers += sorted(index.tensor_callers(layout_names) - set(callers))
     # A file defining such a helper gets a view too: the helper-return fix is reported there.
     for path in sorted(set(callers) | index.definers(names), key=list(sources).index):
         view = index.view(path)
@@ -94,10 +98,11 @@ def helper_views(
     return views
 
 
-def _helper_names(index: ProjectIndex, sources: dict[str, bytes], contract: Contract) -> set[str]:
+def _helper_names(index: ProjectIndex, sources: dict[str, bytes], contract: Contract) -> tuple[set[str], set[str]]:
     """The names a function with a fact can have: those with a fact of their own (in files holding
     a seed word), then, round by round, those that return a call of a returning one or pass a
-    parameter to a call of one at the position (or keyword) that reaches a door."""
+    parameter to a call of one at the position (or keyword) that reaches a door; and apart, the
+    names of helpers given paged KV that page or pack it (`_layout_helper_names`)."""
     seeds = seed_words(contract)
     returning: set[str] = set()
     slots: set[tuple[str, object]] = set()
@@ -125,7 +130,54 @@ def _helper_names(index: ProjectIndex, sources: dict[str, bytes], contract: Cont
         new_returning, new_slots = found_returning - returning, found_slots - slots
         returning |= found_returning
         slots |= found_slots
-    return returning | {name for name, _ in slots}
+    return returning | {name for name, _ in slots}, _layout_helper_names(index, sources, returning)
+
+
+def _layout_helper_names(index: ProjectIndex, sources: dict[str, bytes], returning: set[str]) -> set[str]:
+    """The names of helpers given paged KV (a buffer accessor's, or a returning helper's result) that
+    use it in a layout-sensitive call, themselves or down a chain of helpers they pass it on to.
+
+    Followed slot by slot (a helper's name and the position or keyword of the argument), reading
+    only the files that define a helper of the slots found in the round before: a
+    layout-sensitive call on a parameter is everywhere; one on paged KV is not."""
+    given = {(callee, slot) for callee, slot, origin in index.tensor_args_read() if not origin or origin in returning}
+    slots: set[tuple[str, object]] = set()
+    found: set[str] = set()
+    for _round in range(_MAX_CHAIN):
+        new = given - slots
+        if not new:
+            break
+        slots |= new
+        defines = _defines_one_of({name for name, _slot in new})
+        given = set()
+        for path, data in sources.items():
+            if not defines(data):
+                continue
+            summary = index.summary(path)
+            for function in summary.all_functions() if summary is not None else ():
+                params = {use.param for use in function.layout} | {use.param for use in function.uses}
+                for param in params:
+                    if not function.slots_of(param) & new:
+                        continue
+                    if any(use.param == param for use in function.layout):
+                        found.add(function.name)
+                    given |= {(use.callee[-1], use.keyword or use.position) for use in function.uses
+                              if use.param == param and use.callee is not None}
+    # A link of a chain is a name only if the chain ends in a layout-sensitive use.
+    linked = {name for name, _slot in slots}
+    links = [f for f in index.functions_read() if f.name in linked and f.name not in found]
+    while True:
+        passing = {f.name for f in links if any(u.callee is not None and u.callee[-1] in found for u in f.uses)}
+        if passing <= found:
+            return found
+        found |= passing
+
+
+def _defines_one_of(names: set[str]) -> Callable[[bytes], bool]:
+    """A test for a definition of one of `names` (`def name(`), one pattern for all of them."""
+    alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))
+    pattern = re.compile(rb"def (?:" + alternatives + rb")\(")
+    return lambda data: pattern.search(data) is not None
 
 
 def _calls_of(names: set[str]) -> Optional[Callable[[bytes], bool]]:

@@ -49,6 +49,11 @@ def kept_tensor(call: cst.Call) -> Optional[cst.BaseExpression]:
     return None
 
 
+def keeps_if_dtype_matches(call: cst.Call) -> bool:
+    """`.to(...)`/`.type(...)`: the same tensor only when it already has that dtype and device."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "type")
+
+
 def _is_dtype(arg: cst.Arg) -> bool:
     """`x.view(torch.uint8)`, `x.view(dtype=...)`, `x.view(self.dtype)`, `x.view(kv_dtype)`."""
     if arg.keyword is not None:

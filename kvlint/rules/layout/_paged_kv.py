@@ -15,7 +15,12 @@ A value is paged KV when, inside one function, it comes from
 * a local whose reaching definition is one of the above (assignment, tuple
   unpacking, `for buf in self.k_buffer`), per `kvlint.analysis.dataflow`;
 * a parameter whose name matches the contract's `kv-name-fallback` pattern
-  (names alone are a weaker signal, so only parameters get it).
+  (names alone are a weaker signal, so only parameters get it). Such a value
+  has the `NAMED_LAYOUT`: dims unknown, and paged KV by its name only. It does
+  not survive `.to(...)`/`.type(...)`, which keep a pool view only when the
+  dtype already matches (a name guess and a dtype guess together are no
+  finding), nor does it reach a helper's layout-sensitive use of its
+  parameter (`_through_helpers`: a finding one call away rests on a fact).
 
 What is *not* a pool view: inside a method of a pool class (one that assigns a
 buffer attribute, `self.k_buffer = ...`, or derives from one: the contract's
@@ -44,7 +49,7 @@ from kvlint.api.contract import DEFAULT_KV_NAME_FALLBACK, PAGED_HELPERS, Contrac
 from kvlint.analysis.dataflow import Definition, function_flow
 from kvlint.analysis.index import callee_name, module_index, trailing_name
 from kvlint.rules.layout._view_shape import is_minus_one, is_page_split
-from kvlint.rules.layout._kept import kept_tensor, paged_helper
+from kvlint.rules.layout._kept import keeps_if_dtype_matches, kept_tensor, paged_helper
 from kvlint.api.rule import FileContext
 
 FALLBACK_NAME_WORDS = ("k_cache", "v_cache", "key_cache", "value_cache")
@@ -55,6 +60,8 @@ PAGES = "pages"
 IN_PAGE = "in-page"
 ROW = "row"
 UNKNOWN = "?"
+# Dim 0 of a parameter that is paged KV by its name only (the fallback): unknown, and a guess.
+NAMED = "named?"
 # Any number of further dims, unknown.
 REST = "..."
 
@@ -62,6 +69,7 @@ REST = "..."
 Layout = tuple[str, ...]
 ACCESSOR_LAYOUT: Layout = (SLOTS, REST)
 UNKNOWN_LAYOUT: Layout = (UNKNOWN, REST)
+NAMED_LAYOUT: Layout = (NAMED, REST)
 _HELPER_LAYOUTS: dict[str, Layout] = {
     "paged_view": (PAGES, IN_PAGE, REST),
     "paged_row_view": (PAGES, IN_PAGE, ROW),
@@ -112,7 +120,7 @@ class PagedKV:
             inner = self._expr(expr.value, function, seen)
             if inner is None or all(isinstance(e.slice, cst.Slice) for e in expr.slice):
                 return inner
-            return UNKNOWN_LAYOUT
+            return unknown_like(inner)
         if isinstance(expr, cst.Name) and function is not None:
             definitions = function_flow(self._ctx, function).reaching(expr)
             if definitions is None:
@@ -136,7 +144,8 @@ class PagedKV:
         # helper's result is paged KV, `(slots, ...)` only when it returns the accessor's own result.
         kept = kept_tensor(call)
         if kept is not None:
-            return self._expr(kept, function, seen)
+            inner = self._expr(kept, function, seen)
+            return None if inner == NAMED_LAYOUT and keeps_if_dtype_matches(call) else inner
         helper = paged_helper(self._ctx, call, function)
         if helper is not None:
             return self._accessor_layout if helper.returns_accessor else UNKNOWN_LAYOUT
@@ -167,7 +176,7 @@ class PagedKV:
             return None
         seen = seen | {key}
         if definition.kind == "param":
-            return UNKNOWN_LAYOUT if self._ctx.contract.kv_name_pattern.match(definition.target.value) else None
+            return NAMED_LAYOUT if self._ctx.contract.kv_name_pattern.match(definition.target.value) else None
         if definition.kind in ("assign", "walrus") and definition.value is not None:
             return self._expr(definition.value, function, seen)
         if definition.kind == "unpack" and definition.source is not None:
@@ -192,7 +201,13 @@ def viewed_layout(args: Sequence[cst.Arg], inner: Layout) -> Layout:
         if any(arg.star for arg in trailing):
             return (PAGES, IN_PAGE, REST)
         return (PAGES, IN_PAGE, *([ROW] * len(trailing)))
-    return UNKNOWN_LAYOUT
+    return unknown_like(inner)
+
+
+def unknown_like(inner: Layout) -> Layout:
+    """The layout of a tensor derived from one of layout `inner` where the code does not state its dims:
+    unknown, and still only a name guess if `inner` was."""
+    return NAMED_LAYOUT if inner[0] == NAMED else UNKNOWN_LAYOUT
 
 
 def _is_dtype(arg: cst.Arg) -> bool:
@@ -225,7 +240,7 @@ def merged_layout(call: cst.Call, tensor: cst.BaseExpression, inner: Layout) -> 
     assert isinstance(func, cst.Attribute)
     if func.attr.value == "flatten" and flatten_range(call) == (0, 1) and merges_pages(inner, 1):
         return (SLOTS, *inner[2:])
-    return UNKNOWN_LAYOUT
+    return unknown_like(inner)
 
 
 def flatten_range(call: cst.Call) -> Optional[tuple[int, int]]:

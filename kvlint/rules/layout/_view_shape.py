@@ -121,6 +121,10 @@ def is_page_split(args: Sequence[cst.Arg]) -> bool:
     # a named count it is as likely a singleton dim of some other layout.
     if isinstance(page.value, cst.Integer) and not _minus_one_then(leading):
         return False
+    # With a page size named further on (`view(-1, 1, H * D // 16, page_size, 16)`, NPU's NZ
+    # format) the 1 is a singleton dim of another layout, not the page size.
+    if isinstance(page.value, cst.Integer) and any(_names_page_size(arg.value) for arg in trailing):
+        return False
     return not is_head_regroup(args)
 
 

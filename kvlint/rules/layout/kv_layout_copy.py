@@ -24,6 +24,8 @@ from kvlint.rules.layout._paged_kv import (
 )
 from kvlint.rules.layout._view_shape import is_minus_one
 from kvlint.rules.layout._kept import helper_origin
+from kvlint.rules.layout._through_helpers import NO_FIX_AT_CALL, helper_uses
+from kvlint.api.helpers import MERGES_DIM0, PACKS
 from kvlint.analysis.index import module_index
 from kvlint.api.types import Invalid, Severity, Valid
 
@@ -48,7 +50,14 @@ class KvLayoutCopy(Rule):
     through tensor-keeping calls (`.to`, `.type`, `.detach()`,
     `.requires_grad_()`, `.view(dtype)`: each returns a tensor over the same
     storage with the same strides) and out of helpers that return paged KV,
-    in this file or another (the message then names the helper).
+    in this file or another (the message then names the helper). Paged KV
+    passed to a helper that packs its parameter (itself or down a chain of
+    helpers) is flagged in the caller, at the argument, naming the helper and
+    the call it relies on; the argument must be paged KV by a fact, not by the
+    name fallback, and a merge of its dim 0 with the next counts only where
+    dim 0 holds slots. A parameter named like a cache is paged KV by its name
+    only: `.to(...)`/`.type(...)` of it (a pool view only if the dtype already
+    matches) is not.
 
     Only a call that really packs across the slot stride is flagged, as far as
     the code states the tensor's dims (see `kvlint explain KV201` for what
@@ -215,6 +224,14 @@ class KvLayoutCopy(Rule):
                 f"token-major pool it drops the entry stride and copies every row, and writes to the copy never "
                 f"reach the pool; keep the view (`paged_view`) or make the copy explicit, with a comment saying why"
                 + helper_origin(ctx, tensor, site.function),
+            )
+        for use in helper_uses(ctx, (PACKS, MERGES_DIM0)):
+            ctx.report(
+                use.argument,
+                f"paged KV `{ctx.code_for(use.argument)}` is packed into a copy by {use.relied_on()}: on a "
+                f"token-major pool that drops the entry stride and copies every row, and writes to the copy never "
+                f"reach the pool; keep the view (`paged_view`) or make the copy explicit, with a comment saying why; "
+                f"{NO_FIX_AT_CALL}" + helper_origin(ctx, use.argument, use.function),
             )
 
 

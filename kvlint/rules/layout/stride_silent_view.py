@@ -12,6 +12,8 @@ from kvlint.api.rule import FileContext, Replacement, Rule
 from kvlint.rules.layout._paged_kv import SLOTS, paged_kv, paged_kv_trigger
 from kvlint.rules.layout._view_shape import PAGE_SIZE_WORDS, is_page_split
 from kvlint.rules.layout._kept import helper_origin
+from kvlint.rules.layout._through_helpers import NO_FIX_AT_CALL, helper_uses
+from kvlint.api.helpers import PAGE_SPLIT
 from kvlint.analysis.index import module_index
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
 
@@ -51,6 +53,17 @@ class StrideSilentView(Rule):
     message names the helper and where its buffer comes from. Dim 0 holds
     slots only when the helper returns the accessor's own result; then the fix
     is the same as for a direct view, else there is none.
+
+    The other way round, paged KV passed to a helper that pages its parameter
+    (`def _paged(buf, page_size): return buf.view(-1, page_size, 1, 512)`,
+    itself or down a chain of helpers it passes the parameter to, across
+    files and the class hierarchy) is flagged in the caller, at the argument,
+    naming the helper and the `.view` it relies on. The argument must be
+    paged KV by a fact, not by the name fallback; a page size the helper takes
+    as a parameter must be named as one at the call. Such a finding has no
+    fix: the `.view` is the helper's, to be fixed there for every caller.
+    A parameter named like a cache is paged KV by its name only: `.to(...)` and
+    `.type(...)` of it (a pool view only if the dtype already matches) are not.
 
     ## Why is this bad?
     Under the token-major pool a per-layer view is strided: its slot stride is
@@ -290,6 +303,14 @@ class StrideSilentView(Rule):
                     )
                     fix = replace(fix, applicability=Applicability.UNSAFE)
             ctx.report(call, message + helper_origin(ctx, tensor, site.function), fix)
+        for use in helper_uses(ctx, (PAGE_SPLIT,)):
+            ctx.report(
+                use.argument,
+                f"paged KV `{ctx.code_for(use.argument)}` is paged by {use.relied_on()} without saying which "
+                f"stride it keeps: on a token-major pool the in-page stride is the whole entry, and at page size 1 "
+                f"the page dim gets the row stride; nothing raises. Page it with `paged_view`, `paged_row_view` or "
+                f"`paged_kv_view`; {NO_FIX_AT_CALL}" + helper_origin(ctx, use.argument, use.function),
+            )
 
 
 def _why_unknown(ctx: FileContext) -> str:
