@@ -53,7 +53,7 @@ class HelperUse:
 
     def relied_on(self) -> str:
         where = self.layout.where
-        return f"the helper `{self.fact.helper}` (`{where.what.strip('`')}` at {where.shown()})"
+        return f"the helper `{self.fact.helper}` ({where.what} at {where.shown()})"
 
 
 def helper_uses(ctx: FileContext, kinds: tuple[str, ...]) -> Iterator[HelperUse]:
@@ -68,8 +68,10 @@ def helper_uses(ctx: FileContext, kinds: tuple[str, ...]) -> Iterator[HelperUse]
     tracker = paged_kv(ctx)
     for site in module_index(ctx).calls(*sorted(names)):
         fact = helper_fact(ctx, site.call, site.function)
+        if fact is None:
+            continue
         reported: set[int] = set()
-        for layout in fact.layout if fact is not None else ():
+        for layout in fact.layout:
             argument = _argument(site.call, layout.param, layout.position)
             if layout.kind not in kinds or argument is None or id(argument) in reported:
                 continue
@@ -84,7 +86,6 @@ def helper_uses(ctx: FileContext, kinds: tuple[str, ...]) -> Iterator[HelperUse]
                 if page is None or not is_page_size(page):
                     continue
             reported.add(id(argument))
-            assert fact is not None
             yield HelperUse(argument, site.function, fact, layout)
 
 
