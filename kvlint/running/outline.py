@@ -100,16 +100,21 @@ class Outline:
 def outline(data: bytes, tree: ast.Module) -> Outline:
     lines = data.splitlines(keepends=True)
     items = tuple(_item(node, lines) for node in tree.body)
-    names = _definition_names(tree.body, "")
-    shared = frozenset(
-        name for name, is_class in names
-        if not is_class and (
-            sum(other == name for other, _ in names) > 1
-            or any(other.startswith(name + ".") or (name.startswith(other + ".") and not other_is_class)
-                   for other, other_is_class in names)
-        )
+    return Outline(items, _shared(_definition_names(tree.body, "")))
+
+
+def _shared(names: list[tuple[str, bool]]) -> frozenset[str]:
+    """The functions among `names` whose findings' scope another definition could give too: a name
+    defined twice, a class of that name (its methods' scopes start with it), or a function it is
+    nested under by name (`def A` and `class A` holding `f` both give `A.f`)."""
+    functions = [name for name, is_class in names if not is_class]
+    return frozenset(
+        name
+        for name in functions
+        if sum(other == name for other, _ in names) > 1
+        or any(other.startswith(name + ".") for other, _ in names)
+        or any(name.startswith(other + ".") for other in functions)
     )
-    return Outline(items, shared)
 
 
 def unit_of(node: ast.stmt, lines: list[bytes]) -> Optional[Unit]:
@@ -167,8 +172,9 @@ def context_source(lines: list[bytes], items: tuple[Item, ...], unit: Unit, chai
 
     Kept are the module-level statements; every other function and class is
     reduced to its header and `pass`, and the other statements of `unit`'s
-    classes are left out (the skeleton blanks them too): a per-file rule reads one function, the module's imports and
-    the names it defines. Returns the source and the line `unit` starts on in it.
+    classes are left out (the skeleton blanks them too): a per-file rule reads
+    one function, the module's imports and the names it defines. Returns the
+    source and the line `unit` starts on in it.
     """
     out: list[bytes] = []
     unit_line = 0
