@@ -46,7 +46,7 @@ class TextCheck:
     findings: list[Finding]
     outcome: FileOutcome
     facts: dict[str, Any] = field(default_factory=dict)
-    # The facts were read from an earlier text: lines may have moved since (`read_facts_again`).
+    # The facts were read from an earlier text (lines may have moved since): the caller reads them again.
     facts_stale: bool = False
     # How this text was checked: "whole", "function" (one function again), "kept" (nothing again)
     # or "cached" (the saved text, from the result cache).
