@@ -2,6 +2,8 @@
 
 KV301 is a project rule; its per-file facts (`_facts`) are extracted by
 `_fields` (dataclass fields), `_keys` (what the builder copies) and
-`_assignments` (where a field is given a value), walked with `_walk` and
-positioned with `_lines`.
+`_assignments` (where a field is given a value, and the calls handing a batch
+on, `_calls`), walked with `_walk` and positioned with `_lines`. `_tree`
+resolves names across files, `_timing` places each assignment before or after
+the split.
 """

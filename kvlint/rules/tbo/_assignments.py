@@ -8,6 +8,11 @@ counts as a batch only on evidence: a parameter or local annotated with the
 batch class, a local bound from a batch constructor or factory, or `self`
 inside the batch class. A bare name like `batch` is not evidence: the
 scheduler's `ScheduleBatch` shares many field names.
+
+A write whose value reads the same field of a batch (`self.f = pad(self.f)`,
+`Batch(f=other_batch.f)`) only reshapes or passes on a value some other write
+gave, so it is not one of them. The same scan records the calls that hand a
+batch on (`_calls`), for the timing of each write.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.rules.tbo._facts import Assignment
+from kvlint.rules.tbo._calls import batch_call
+from kvlint.rules.tbo._facts import Assignment, Call, FunctionFact, FunctionKey
 from kvlint.analysis.index import is_none, trailing_name
 from kvlint.rules.tbo._lines import LineFinder
 from kvlint.rules.tbo._walk import own_nodes
@@ -25,50 +31,83 @@ from kvlint.rules.tbo._walk import own_nodes
 SNIPPET_WIDTH = 60
 
 
-def non_none_assignments(module: cst.Module, batch_class: str, lines: LineFinder) -> list[Assignment]:
-    finder = _AssignmentFinder(module, batch_class, lines)
+def scan_batch_code(
+    module: cst.Module, batch_class: str, lines: LineFinder, imports: dict[str, str]
+) -> tuple[list[Assignment], list[FunctionFact]]:
+    """The module's writes of a non-None value to a batch field, and its functions that hand a batch on."""
+    finder = _AssignmentFinder(module, batch_class, lines, imports)
     for statement in module.body:
         finder.top = statement
-        finder.scan(statement, klass=None, batches=frozenset())
-    return finder.found
+        finder.scan(statement, klass=None, batches=frozenset(), function=None)
+    functions = [
+        FunctionFact(key, finder.batch_params.get(key, ()), key in finder.constructs, tuple(calls))
+        for key, calls in finder.calls.items()
+        if calls or key in finder.constructs or key in finder.batch_params
+    ]
+    return finder.found, functions
 
 
 class _AssignmentFinder:
-    def __init__(self, module: cst.Module, batch_class: str, lines: LineFinder) -> None:
+    def __init__(self, module: cst.Module, batch_class: str, lines: LineFinder, imports: dict[str, str]) -> None:
         self.module = module
         self.batch_class = batch_class
         self.mentions_batch = re.compile(rf"\b{re.escape(batch_class)}\b")
         self.lines = lines
+        self.imports = imports
         self.found: list[Assignment] = []
+        self.calls: dict[FunctionKey, list[Call]] = {}
+        self.batch_params: dict[FunctionKey, tuple[int | str, ...]] = {}
+        self.constructs: set[FunctionKey] = set()
         # The module-level statement being scanned: positions are looked up inside it.
         self.top: cst.CSTNode = module
+        # Nodes met so far, in source order: where a write or call stands relative to another.
+        self.order = 0
 
-    def scan(self, scope: cst.CSTNode, klass: Optional[str], batches: frozenset[str]) -> None:
+    def scan(
+        self, scope: cst.CSTNode, klass: Optional[str], batches: frozenset[str], function: Optional[FunctionKey]
+    ) -> None:
         """Scan one scope's own nodes, then each nested scope with its own batch names."""
         nodes = list(own_nodes(scope))
         if isinstance(scope, cst.ClassDef):
             klass, batches = scope.name.value, frozenset()
         in_batch_class = klass == self.batch_class
         if isinstance(scope, cst.FunctionDef):
-            batches = batches | self._batch_names(scope, nodes, in_batch_class)
+            own = self._batch_names(scope, nodes, in_batch_class)
+            if function is None:
+                function = (klass or "", scope.name.value)
+                self.calls[function] = []
+                if own[0]:
+                    # Registered even without batch parameters: `self` in the batch class holds one.
+                    self.batch_params[function] = own[1]
+            batches = batches | own[0]
         for node in nodes:
             if node is scope:
                 continue
+            self.order += 1
             if isinstance(node, (cst.ClassDef, cst.FunctionDef, cst.Lambda)):
-                self.scan(node, klass, batches)
+                self.scan(node, klass, batches, function)
             elif isinstance(node, cst.Assign):
                 for target in node.targets:
-                    self._attribute_write(node, target.target, node.value, batches)
+                    self._attribute_write(node, target.target, node.value, batches, function)
             elif isinstance(node, cst.AnnAssign) and node.value is not None:
-                self._attribute_write(node, node.target, node.value, batches)
+                self._attribute_write(node, node.target, node.value, batches, function)
             elif isinstance(node, cst.Call):
-                self._call(node, batches, in_batch_class)
+                self._call(node, batches, in_batch_class, function)
 
-    def _call(self, node: cst.Call, batches: frozenset[str], in_batch_class: bool) -> None:
+    def _call(
+        self, node: cst.Call, batches: frozenset[str], in_batch_class: bool, function: Optional[FunctionKey]
+    ) -> None:
+        if function is not None and batches:
+            call = batch_call(node, self.order, batches, self.imports)
+            if call is not None:
+                self.calls[function].append(call)
         if self._constructs_batch(node, in_batch_class):
+            if function is not None:
+                self.constructs.add(function)
             for arg in node.args:
                 if arg.keyword is not None and not is_none(arg.value):
-                    self._record(arg.keyword.value, arg)
+                    if not _reads_field(arg.value, arg.keyword.value, batches):
+                        self._record(arg.keyword.value, arg, function)
         elif isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) == 3:
             receiver, name, value = (arg.value for arg in node.args)
             if (
@@ -76,20 +115,27 @@ class _AssignmentFinder:
                 and isinstance(name, cst.SimpleString)
                 and isinstance(name.evaluated_value, str)
                 and not is_none(value)
+                and not _reads_field(value, name.evaluated_value, batches)
             ):
-                self._record(name.evaluated_value, node)
+                self._record(name.evaluated_value, node, function)
 
     def _attribute_write(
-        self, statement: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression, batches: frozenset[str]
+        self,
+        statement: cst.CSTNode,
+        target: cst.BaseExpression,
+        value: cst.BaseExpression,
+        batches: frozenset[str],
+        function: Optional[FunctionKey],
     ) -> None:
         if isinstance(target, cst.Attribute) and _is_name_in(target.value, batches) and not is_none(value):
-            self._record(target.attr.value, statement)
+            if not _reads_field(value, target.attr.value, batches):
+                self._record(target.attr.value, statement, function)
 
-    def _record(self, field: str, node: cst.CSTNode) -> None:
+    def _record(self, field: str, node: cst.CSTNode, function: Optional[FunctionKey]) -> None:
         text = " ".join(self.module.code_for_node(node).split())
         if len(text) > SNIPPET_WIDTH:
             text = text[: SNIPPET_WIDTH - 3] + "..."
-        self.found.append(Assignment(field, self.lines.span(node, self.top).line, text))
+        self.found.append(Assignment(field, self.lines.span(node, self.top).line, text, function, self.order))
 
     def _constructs_batch(self, call: cst.Call, in_batch_class: bool) -> bool:
         """`Batch(...)`, `mod.Batch(...)`, or `cls(...)` inside the batch class."""
@@ -106,21 +152,29 @@ class _AssignmentFinder:
             return True
         return self._constructs_batch(value, in_batch_class)
 
-    def _batch_names(self, function: cst.FunctionDef, nodes: list[cst.CSTNode], in_batch_class: bool) -> set[str]:
+    def _batch_names(
+        self, function: cst.FunctionDef, nodes: list[cst.CSTNode], in_batch_class: bool
+    ) -> tuple[frozenset[str], tuple[int | str, ...]]:
+        """The function's names holding a batch, and its batch parameters by position and name."""
         names: set[str] = set()
         params = function.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        positional = [*params.posonly_params, *params.params]
+        if positional and positional[0].name.value in ("self", "cls"):
+            if in_batch_class and positional[0].name.value == "self":
+                names.add("self")
+            positional = positional[1:]
+        batch_params: list[int | str] = []
+        for index, param in enumerate((*positional, *params.kwonly_params)):
             if param.annotation is not None and self._annotates_batch(param.annotation.annotation):
                 names.add(param.name.value)
-        if in_batch_class and params.params and params.params[0].name.value == "self":
-            names.add("self")
+                batch_params.extend((index, param.name.value) if index < len(positional) else (param.name.value,))
         for node in nodes:
             if isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name):
                 if self._annotates_batch(node.annotation.annotation):
                     names.add(node.target.value)
             elif isinstance(node, cst.Assign) and self._makes_batch(node.value, in_batch_class):
                 names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
-        return names
+        return frozenset(names), tuple(batch_params)
 
     def _annotates_batch(self, annotation: cst.BaseExpression) -> bool:
         return self.mentions_batch.search(self.module.code_for_node(annotation)) is not None
@@ -128,3 +182,11 @@ class _AssignmentFinder:
 
 def _is_name_in(node: cst.BaseExpression, names: frozenset[str]) -> bool:
     return isinstance(node, cst.Name) and node.value in names
+
+
+def _reads_field(value: cst.BaseExpression, field: str, batches: frozenset[str]) -> bool:
+    """Does `value` read `field` of a batch (`b.field`)?"""
+    return any(
+        isinstance(node, cst.Attribute) and node.attr.value == field and _is_name_in(node.value, batches)
+        for node in own_nodes(value)
+    )

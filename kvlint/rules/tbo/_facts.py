@@ -78,6 +78,11 @@ class BuilderFact:
     batch_origin: Optional[str]
 
 
+# The function a fact sits in: (class name or "", function name) of a module-level
+# function or a method of a module-level class; a nested function counts as its outer one.
+FunctionKey = tuple[str, str]
+
+
 @dataclass(frozen=True)
 class Assignment:
     """A place that gives a batch field a value that is not None."""
@@ -85,6 +90,52 @@ class Assignment:
     field: str
     line: int
     snippet: str
+    # None at module level.
+    function: Optional[FunctionKey] = None
+    # Rank in the module's source order, comparable with a `Call`'s.
+    order: int = 0
+
+
+class CallKind(str, Enum):
+    """How a call names its callee, which decides how far it can be resolved."""
+
+    # `self.m(...)` / `cls.m(...)`: the enclosing class and its bases.
+    SELF = "self"
+    # `batch.m(...)` on a name holding a batch: the batch class and its bases.
+    BATCH = "batch"
+    # `f(...)`: the module's own function, else the one it imports.
+    NAME = "name"
+    # `Owner.m(...)` on a class name: that class.
+    OWNER = "owner"
+    # Any other receiver (`self.model.forward(...)`): which method runs is not written down.
+    DYNAMIC = "dynamic"
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call that hands a batch on (as an argument or as the receiver)."""
+
+    # Rank in the module's source order (a line would cost generating the module's code).
+    order: int
+    kind: CallKind
+    name: str
+    # OWNER: the class name as written; NAME: "" (the module's own) or the import origin.
+    owner: str = ""
+    origin: Optional[str] = None
+    # Where the batch is passed: positional indexes and keyword names.
+    batch_args: tuple[int | str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FunctionFact:
+    """Where a function hands the batch on: KV301's call graph, for the timing of assignments."""
+
+    key: FunctionKey
+    # Its parameters annotated with the batch class, by position (`self`/`cls` not counted) and name.
+    batch_params: tuple[int | str, ...]
+    # It builds a batch (`Batch(...)`, `cls(...)` in the batch class).
+    constructs: bool
+    calls: tuple[Call, ...]
 
 
 @dataclass(frozen=True)
@@ -92,3 +143,4 @@ class FileFacts:
     classes: tuple[ClassFact, ...] = ()
     builders: tuple[BuilderFact, ...] = ()
     assignments: tuple[Assignment, ...] = ()
+    functions: tuple[FunctionFact, ...] = ()

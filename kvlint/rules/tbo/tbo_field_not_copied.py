@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -13,15 +11,16 @@ from kvlint.api.config import TboConfig
 from kvlint.api.contract import Contract
 from kvlint.analysis.index import top_level_imports
 from kvlint.api.rule import FileContext, ProjectEdit, ProjectRule, ProjectViolation
-from kvlint.rules.tbo._assignments import non_none_assignments
-from kvlint.rules.tbo._facts import Assignment, BuilderFact, ClassFact, Default, FieldFact, FileFacts, Span
+from kvlint.rules.tbo._assignments import scan_batch_code
+from kvlint.rules.tbo._facts import BuilderFact, Default, FieldFact, FileFacts, Span
 from kvlint.rules.tbo._fields import module_classes
 from kvlint.rules.tbo._keys import builder_fact, find_builders
 from kvlint.rules.tbo._lines import LineFinder
+from kvlint.rules.tbo._timing import SplitTiming, Timing
+from kvlint.rules.tbo._tree import Tree
 from kvlint.api.types import Applicability, ProjectInvalid, ProjectValid, Severity
 
 SCALAR_TYPES = frozenset({"bool", "int", "float", "str"})
-ENUM_BASES = frozenset({"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"})
 
 
 BATCH_FILE = "model_executor/forward_batch_info.py"
@@ -78,8 +77,28 @@ class TboFieldNotCopied(ProjectRule):
     A field whose default is not None (or that has no default) is an error. A
     field whose default is None is a warning when something in the scanned
     tree gives it a value (`batch.f = ...`, `setattr(batch, "f", ...)`,
-    `ForwardBatch(f=...)`, the class's own `init_new`); the message names one
-    such place. The remaining Optional fields are reported only in strict mode.
+    `ForwardBatch(f=...)`, the class's own `init_new`) that may run before the
+    split; the message names such a place, one known to run before the split
+    first. A write that only reshapes or passes on the field's own value
+    (`self.f = pad(self.f)`, `ForwardBatch(f=other.f)`) gives it none. The
+    remaining Optional fields are reported only in strict mode.
+
+    "Before the split" is read from the calls that hand a batch on (a name
+    annotated with the batch class, or `self` inside it). The functions that
+    split are the child builder and, going up, every function calling one of
+    them through a callee written down (`cls.m`, `self.m`, `batch.m`,
+    `Class.m`, an imported function). In those, statements above the call that
+    splits run before it and those below after it. Before the split also runs
+    the batch class's own construction (`init_new`) and everything the
+    statements above the split call through written-down callees. After the
+    split runs everything the statements below it reach, through any call that
+    passes the batch, including calls whose callee is not written down
+    (`self.model.forward(..., forward_batch)` reaches every `forward` method
+    taking a batch): the model forward and attention-metadata building. A
+    function reached both ways counts as before; a write no way reaches (a
+    worker filling a batch before it runs the model) counts, since nothing
+    shows it runs after the split. A field whose every write runs after the
+    split is silent.
 
     ## Why is this bad?
     The builder ends with a completeness check: for every field of the batch,
@@ -125,7 +144,8 @@ class TboFieldNotCopied(ProjectRule):
 
     ## Options
     `[tool.kvlint.tbo]`: `batch-class`, `child-builder`, and `strict = true`
-    (or `--strict-tbo`) to also report Optional fields nothing sets.
+    (or `--strict-tbo`) to also report Optional fields nothing sets before the
+    split.
     """
 
     code = "KV301"
@@ -161,14 +181,10 @@ class TboFieldNotCopied(ProjectRule):
 
     @classmethod
     def trigger_groups(cls, options: TboConfig, contract: Contract) -> tuple[tuple[str, ...], ...]:
-        # The builder returns `Batch(**d)` and every assignment the rule trusts is
-        # typed or built with the class, so files without its name hold nothing;
-        # once the class's fields are known, only code assigning one is read.
-        if not contract.batch_fields:
-            return ((options.batch_class,),)
-        assigns = tuple(f".{name}{op}" for name in contract.batch_fields for op in (" =", "=", ":"))
-        defines = tuple(word for group in cls.whole_file_groups(options, contract) for word in group)
-        return ((options.batch_class,), (f"{options.batch_class}(", "setattr(", *assigns, *defines))
+        # The builder returns `Batch(**d)`, every assignment the rule trusts is typed
+        # or built with the class, and the call graph that times those assignments
+        # follows names annotated with it: files and functions without it hold nothing.
+        return ((options.batch_class,),)
 
     @classmethod
     def whole_file_groups(cls, options: TboConfig, contract: Contract) -> tuple[tuple[str, ...], ...]:
@@ -186,15 +202,17 @@ class TboFieldNotCopied(ProjectRule):
             builder_fact(module, function, self.options.batch_class, imports, spans)
             for function in find_builders(module, self.options.child_builder)
         )
+        assignments, functions = scan_batch_code(module, self.options.batch_class, lines, imports)
         facts = FileFacts(
             classes=tuple(module_classes(module, imports, lines)),
             builders=tuple(builder for builder in builders if builder is not None),
-            assignments=tuple(non_none_assignments(module, self.options.batch_class, lines)),
+            assignments=tuple(assignments),
+            functions=tuple(functions),
         )
-        return facts if facts.classes or facts.builders or facts.assignments else None
+        return facts if facts.classes or facts.builders or facts.assignments or facts.functions else None
 
     def finish(self, facts: dict[str, FileFacts]) -> list[ProjectViolation]:
-        tree = _Tree(facts)
+        tree = Tree(facts)
         violations: list[ProjectViolation] = []
         for builder_path, builder in tree.builders():
             batch = tree.resolve(self.options.batch_class, builder_path, builder.batch_origin)
@@ -203,15 +221,16 @@ class TboFieldNotCopied(ProjectRule):
             if builder.dict_name is None:
                 violations.append(self._unreadable_builder(builder_path, builder))
                 continue
+            timing = SplitTiming(tree, batch, (builder_path, builder))
             for field_path, field in tree.fields(*batch):
                 if field.name not in builder.keys:
-                    violation = self._missing(tree, field_path, field, builder_path, builder)
+                    violation = self._missing(tree, timing, field_path, field, builder_path, builder)
                     if violation is not None:
                         violations.append(violation)
         return violations
 
     def _missing(
-        self, tree: _Tree, field_path: str, field: FieldFact, builder_path: str, builder: BuilderFact
+        self, tree: Tree, timing: SplitTiming, field_path: str, field: FieldFact, builder_path: str, builder: BuilderFact
     ) -> Optional[ProjectViolation]:
         subject = f"`{self.options.batch_class}.{field.name}`"
         where = f"`{builder.function}` ({builder_path}:{builder.line})"
@@ -226,16 +245,21 @@ class TboFieldNotCopied(ProjectRule):
             )
         else:
             severity = Severity.WARNING
-            site = tree.first_assignment(field.name)
-            if site is not None:
-                site_path, assignment = site
+            placed = {timing_of: [(path, a) for path, a in tree.assignments(field.name) if timing.of(path, a) is timing_of]
+                      for timing_of in Timing}
+            before, unplaced, after = placed[Timing.BEFORE], placed[Timing.UNPLACED], placed[Timing.AFTER]
+            if before or unplaced:
+                site_path, assignment = (before or unplaced)[0]
+                value = f"a value (`{assignment.snippet}`)"
+                when = f"{value} before the split" if before else f"{value} that nothing shows to run after the split"
                 message = (
-                    f"{subject} is not copied by {where}, and {site_path}:{assignment.line} gives it a value "
-                    f"(`{assignment.snippet}`): splitting such a batch raises in the completeness check"
+                    f"{subject} is not copied by {where}, and {site_path}:{assignment.line} gives it {when}: "
+                    "splitting such a batch raises in the completeness check"
                 )
             elif self.options.strict:
+                set_after = f"only after the split ({after[0][0]}:{after[0][1].line})" if after else "nothing scanned"
                 message = (
-                    f"{subject} is not copied by {where}; nothing scanned sets it, "
+                    f"{subject} is not copied by {where}; {set_after} sets it, "
                     "but a parent that carries a value would raise in the completeness check"
                 )
             else:
@@ -255,7 +279,7 @@ class TboFieldNotCopied(ProjectRule):
             fix=fix,
         )
 
-    def _fix(self, tree: _Tree, field: FieldFact, builder_path: str, builder: BuilderFact) -> Optional[ProjectEdit]:
+    def _fix(self, tree: Tree, field: FieldFact, builder_path: str, builder: BuilderFact) -> Optional[ProjectEdit]:
         scalar = field.core_type in SCALAR_TYPES or field.core_type in tree.enums
         if not scalar or not builder.anchor_line or builder.batch_param is None:
             return None
@@ -282,81 +306,6 @@ class TboFieldNotCopied(ProjectRule):
             severity=Severity.WARNING,
             snippet=builder.function,
         )
-
-
-@dataclass
-class _Tree:
-    """The facts of all files, with name resolution across them."""
-
-    facts: dict[str, FileFacts]
-
-    def named(self, name: str) -> list[tuple[str, ClassFact]]:
-        return [(path, klass) for path, file in self.facts.items() for klass in file.classes if klass.name == name]
-
-    def builders(self) -> list[tuple[str, BuilderFact]]:
-        return [(path, builder) for path, file in sorted(self.facts.items()) for builder in file.builders]
-
-    def resolve(self, name: str, near: str, origin: Optional[str]) -> Optional[tuple[str, ClassFact]]:
-        """The class `name` as seen from file `near`: the same file, then the module
-        its import names, then the closest directory."""
-        candidates = self.named(name)
-        if not candidates:
-            return None
-
-        def score(candidate: tuple[str, ClassFact]) -> tuple[bool, bool, int]:
-            path = candidate[0]
-            return (path == near, _module_matches(path, origin), _shared_prefix(path, near))
-
-        return max(candidates, key=score)
-
-    def fields(self, path: str, klass: ClassFact, seen: frozenset[str] = frozenset()) -> list[tuple[str, FieldFact]]:
-        """Fields in `dataclasses.fields()` order: dataclass ancestors first, redefinitions in place."""
-        merged: dict[str, tuple[str, FieldFact]] = {}
-        for base in reversed(klass.bases):
-            found = self.resolve(base.name, path, base.origin)
-            if found is not None and found[1].name not in seen:
-                merged.update((f.name, (p, f)) for p, f in self.fields(*found, seen | {klass.name}))
-        merged.update((field.name, (path, field)) for field in klass.fields)
-        return list(merged.values())
-
-    def first_assignment(self, field: str) -> Optional[tuple[str, Assignment]]:
-        sites = [
-            (path, assignment)
-            for path, file in self.facts.items()
-            for assignment in file.assignments
-            if assignment.field == field
-        ]
-        return min(sites, key=lambda site: (site[0], site[1].line), default=None)
-
-    @cached_property
-    def enums(self) -> set[str]:
-        """Names of classes that derive, through classes in the tree, from an Enum."""
-        bases = {klass.name: {b.name for b in klass.bases} for file in self.facts.values() for klass in file.classes}
-        enums = set(ENUM_BASES)
-        grew = True
-        while grew:
-            found = {name for name, parents in bases.items() if name not in enums and parents & enums}
-            enums |= found
-            grew = bool(found)
-        return enums
-
-
-def _module_matches(path: str, origin: Optional[str]) -> bool:
-    """Does `path` (a/b/mod.py) hold the module `origin` imports from (a.b.mod.Name, .mod.Name)?"""
-    if not origin:
-        return False
-    module = origin.lstrip(".").rsplit(".", 1)[0]
-    stem = path[:-3] if path.endswith(".py") else path
-    return stem.replace("\\", "/").endswith(module.replace(".", "/"))
-
-
-def _shared_prefix(left: str, right: str) -> int:
-    count = 0
-    for a, b in zip(left.split("/"), right.split("/")):
-        if a != b:
-            break
-        count += 1
-    return count
 
 
 class _LazySpans:

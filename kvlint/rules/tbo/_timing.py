@@ -1,0 +1,197 @@
+"""KV301: does a write to a batch field run before the TBO split, or after it?
+
+Only a value the parent carries when it is split reaches the completeness
+check; a field filled in during the model forward or attention-metadata
+building is set on the children (or on a batch that is never split) and
+cannot make the split raise. The timing is read from the call graph of the
+calls that hand a batch on (`_calls`):
+
+* **The split.** The child builder, and going up, every function that calls
+  one already known to split through a call whose callee is written down
+  (`cls.filter_batch(...)`, `Preparer.prepare(...)`, `batch.prepare_...(...)`,
+  `self._prepare_...(...)`). In such a function the statements above the
+  first of those calls run before the split, those below it after.
+* **Before the split**: the batch class's own construction (its methods
+  that build a batch, such as `init_new`) and, in the functions that split,
+  the calls above the split, with every function they reach through callees
+  that are written down.
+* **After the split**: the calls below the split, with everything they
+  reach, including calls whose callee is not written down
+  (`self.model.forward(..., forward_batch)` reaches every method of that
+  name that takes a batch): the model forward and attention-metadata
+  building are reached this way.
+
+A function reached both ways counts as before. A write in a function neither
+way reaches (a worker that fills a batch and then runs it) is not shown to
+run after the split, so it still counts.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Optional
+
+from kvlint.rules.tbo._facts import Assignment, BuilderFact, Call, CallKind, ClassFact, FunctionFact
+from kvlint.rules.tbo._tree import Tree
+
+# (path, class name or "", function name)
+Node = tuple[str, str, str]
+
+
+class Timing(str, Enum):
+    BEFORE = "before"
+    AFTER = "after"
+    # Neither the construction nor the split reaches it.
+    UNPLACED = "unplaced"
+
+
+class SplitTiming:
+    def __init__(self, tree: Tree, batch: tuple[str, ClassFact], builder: tuple[str, BuilderFact]) -> None:
+        self._tree = tree
+        self._batch = batch
+        self._functions: dict[Node, FunctionFact] = {}
+        self._by_name: dict[str, list[Node]] = {}
+        for path, facts in tree.facts.items():
+            for function in facts.functions:
+                node = (path, *function.key)
+                self._functions[node] = function
+                self._by_name.setdefault(function.key[1], []).append(node)
+        self._subclasses: dict[tuple[str, str], list[tuple[str, ClassFact]]] = {}
+        for path, facts in tree.facts.items():
+            for klass in facts.classes:
+                for base_path, base in _bases(tree, path, klass):
+                    self._subclasses.setdefault((base_path, base.name), []).append((path, klass))
+        builder_path, builder_fact = builder
+        builders = {node for node in self._by_name.get(builder_fact.function, ()) if node[0] == builder_path}
+        # Function -> source rank of its first call that leads to the split; the builder itself has none.
+        self._split_at = self._splitting(builders)
+        for node in builders:
+            self._split_at.pop(node, None)
+        splitting = set(self._split_at) | builders
+        before_roots: set[Node] = {
+            node for node, function in self._functions.items()
+            if function.constructs and node[1] == batch[1].name and node[0] == batch[0]
+        }
+        after_roots: set[Node] = set()
+        for node, split_at in self._split_at.items():
+            for call in self._functions[node].calls:
+                if call.order < split_at:
+                    before_roots |= self._callees(node, call, dynamic=False)
+                elif call.order > split_at:
+                    after_roots |= self._callees(node, call, dynamic=True)
+        self._before = self._reach(before_roots - splitting, splitting, dynamic=False)
+        self._after = self._reach(after_roots - splitting, splitting, dynamic=True)
+
+    def of(self, path: str, assignment: Assignment) -> Timing:
+        if assignment.function is None:
+            return Timing.UNPLACED
+        node = (path, *assignment.function)
+        split_at = self._split_at.get(node)
+        if split_at is not None:
+            return Timing.BEFORE if assignment.order < split_at else Timing.AFTER
+        if node in self._before:
+            return Timing.BEFORE
+        if node in self._after:
+            return Timing.AFTER
+        return Timing.UNPLACED
+
+    def _splitting(self, builders: set[Node]) -> dict[Node, int]:
+        split_at: dict[Node, int] = {}
+        known = set(builders)
+        grew = True
+        while grew:
+            grew = False
+            for node, function in self._functions.items():
+                for call in function.calls:
+                    if call.kind is CallKind.DYNAMIC or call.order >= split_at.get(node, call.order + 1):
+                        continue
+                    if self._callees(node, call, dynamic=False) & known:
+                        split_at[node] = call.order
+                        grew = grew or node not in known
+                        known.add(node)
+        return split_at
+
+    def _reach(self, roots: set[Node], stop: set[Node], dynamic: bool) -> set[Node]:
+        """Every function reached from `roots`, not entering the functions that split (their
+        statements are placed by source order)."""
+        seen = set(roots)
+        todo = list(roots)
+        while todo:
+            node = todo.pop()
+            for call in self._functions[node].calls:
+                for callee in self._callees(node, call, dynamic) - seen - stop:
+                    seen.add(callee)
+                    todo.append(callee)
+        return seen
+
+    def _callees(self, caller: Node, call: Call, dynamic: bool) -> set[Node]:
+        path, klass, _name = caller
+        if call.kind is CallKind.SELF:
+            return self._method(path, klass, None, call.name) | self._overrides(path, klass, call.name)
+        if call.kind is CallKind.BATCH:
+            batch_path, batch = self._batch
+            return self._method(batch_path, batch.name, None, call.name) | self._overrides(
+                batch_path, batch.name, call.name
+            )
+        if call.kind is CallKind.OWNER:
+            return self._method(path, call.owner, call.origin, call.name)
+        if call.kind is CallKind.NAME:
+            return self._function(path, call)
+        if not dynamic:
+            return set()
+        # The batch must land in a parameter typed as one: `self.model.prepare_inputs(fb, x)` does not
+        # reach a `prepare_inputs(self, runner, fb)`.
+        return {
+            node for node in self._by_name.get(call.name, ())
+            if node[1] and set(call.batch_args) & set(self._functions[node].batch_params)
+        }
+
+    def _method(self, near: str, class_name: str, origin: Optional[str], method: str) -> set[Node]:
+        """The method as the class defines it, else as its bases do (depth first, left to right),
+        among the functions that hand a batch on."""
+        start = self._tree.resolve(class_name, near, origin) if class_name else None
+        todo = [start] if start is not None else []
+        seen: set[tuple[str, str]] = set()
+        while todo:
+            path, klass = todo.pop(0)
+            if (path, klass.name) in seen:
+                continue
+            seen.add((path, klass.name))
+            node = (path, klass.name, method)
+            if node in self._functions:
+                return {node}
+            todo[0:0] = _bases(self._tree, path, klass)
+        return set()
+
+    def _overrides(self, near: str, class_name: str, method: str) -> set[Node]:
+        """The method as the class's subclasses, at any depth, redefine it: `self.m()` may run one."""
+        start = self._tree.resolve(class_name, near, None) if class_name else None
+        todo = [start] if start is not None else []
+        seen: set[tuple[str, str]] = set()
+        found: set[Node] = set()
+        while todo:
+            path, klass = todo.pop()
+            for sub_path, sub in self._subclasses.get((path, klass.name), ()):
+                if (sub_path, sub.name) not in seen:
+                    seen.add((sub_path, sub.name))
+                    todo.append((sub_path, sub))
+                    if (sub_path, sub.name, method) in self._functions:
+                        found.add((sub_path, sub.name, method))
+        return found
+
+    def _function(self, path: str, call: Call) -> set[Node]:
+        local = (path, "", call.name)
+        if local in self._functions:
+            return {local}
+        if call.origin is None:
+            return set()
+        module = call.origin.lstrip(".").rsplit(".", 1)[0].replace(".", "/")
+        return {
+            node for node in self._by_name.get(call.name, ())
+            if not node[1] and node[0][:-3].endswith(module)
+        }
+
+
+def _bases(tree: Tree, path: str, klass: ClassFact) -> list[tuple[str, ClassFact]]:
+    found = (tree.resolve(base.name, path, base.origin) for base in klass.bases)
+    return [base for base in found if base is not None]
