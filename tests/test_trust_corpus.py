@@ -27,10 +27,16 @@ def test_judged_finding_is_reported_as_judged(srt_round_trip: CorpusRoundTrip, j
         for finding in srt_round_trip.first.report["findings"]
         if (finding["code"], finding["path"], finding["line"]) == (judged["code"], judged["path"], judged["line"])
     ]
+    if not judged["verdict"] and judged.get("still_reported"):
+        # A false positive kvlint cannot yet tell apart: recorded so its precision counts it.
+        assert len(found) == 1, f"no longer reported ({judged['why']}): drop still_reported from the record"
+        return
     if not judged["verdict"]:
         assert found == [], f"judged false ({judged['why']}) but reported: {found[0]['message']}"
         return
     assert len(found) == 1, f"judged true ({judged['why']}) but not reported"
+    if "message_has" in judged:
+        assert judged["message_has"] in found[0]["message"], (judged["why"], found[0]["message"])
     if "safe_fix" in judged:
         fix = found[0]["fix"]
         is_safe = fix is not None and fix["applicability"] == "safe"
