@@ -195,8 +195,13 @@ def context_source(lines: list[bytes], items: tuple[Item, ...], unit: Unit, chai
             out.extend(lines[item.start - 1 : item.body - 1])
             out.append(_pass_line(lines[item.body - 1]))
 
+    # `unit` (in its classes) comes first: positions are computed by generating the code up to
+    # the last flagged node, and the rules do not depend on the order of module-level statements.
+    outermost = chain[0] if chain else unit
+    emit(outermost, chain)
     for item in items:
-        emit(item, chain)
+        if item is not outermost:
+            emit(item, chain)
     return b"".join(out), unit_line
 
 
