@@ -9,9 +9,9 @@ batch class, a local bound from a batch constructor or factory, or `self`
 inside the batch class. A bare name like `batch` is not evidence: the
 scheduler's `ScheduleBatch` shares many field names.
 
-A write whose value reads the same field of a batch (`self.f = pad(self.f)`,
-`Batch(f=other_batch.f)`) only reshapes or passes on a value some other write
-gave, so it is not one of them. The same scan records the calls that hand a
+A write whose value reads the same field of the same batch (`self.f =
+pad(self.f)`) only reshapes a value some other write gave, so it is not one
+of them; a copy from another batch (`Batch(f=other.f)`) is. The same scan records the calls that hand a
 batch on (`_calls`), for the timing of each write.
 """
 
@@ -106,8 +106,7 @@ class _AssignmentFinder:
                 self.constructs.add(function)
             for arg in node.args:
                 if arg.keyword is not None and not is_none(arg.value):
-                    if not _reads_field(arg.value, arg.keyword.value, batches):
-                        self._record(arg.keyword.value, arg, function)
+                    self._record(arg.keyword.value, arg, function)
         elif isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) == 3:
             receiver, name, value = (arg.value for arg in node.args)
             if (
@@ -115,7 +114,7 @@ class _AssignmentFinder:
                 and isinstance(name, cst.SimpleString)
                 and isinstance(name.evaluated_value, str)
                 and not is_none(value)
-                and not _reads_field(value, name.evaluated_value, batches)
+                and not _reads_own_field(value, receiver, name.evaluated_value)
             ):
                 self._record(name.evaluated_value, node, function)
 
@@ -128,7 +127,7 @@ class _AssignmentFinder:
         function: Optional[FunctionKey],
     ) -> None:
         if isinstance(target, cst.Attribute) and _is_name_in(target.value, batches) and not is_none(value):
-            if not _reads_field(value, target.attr.value, batches):
+            if not _reads_own_field(value, target.value, target.attr.value):
                 self._record(target.attr.value, statement, function)
 
     def _record(self, field: str, node: cst.CSTNode, function: Optional[FunctionKey]) -> None:
@@ -184,9 +183,11 @@ def _is_name_in(node: cst.BaseExpression, names: frozenset[str]) -> bool:
     return isinstance(node, cst.Name) and node.value in names
 
 
-def _reads_field(value: cst.BaseExpression, field: str, batches: frozenset[str]) -> bool:
-    """Does `value` read `field` of a batch (`b.field`)?"""
+def _reads_own_field(value: cst.BaseExpression, receiver: cst.BaseExpression, field: str) -> bool:
+    """Does `value` read `field` of the batch it is written to (`b.f = pad(b.f)`)?"""
+    if not isinstance(receiver, cst.Name):
+        return False
     return any(
-        isinstance(node, cst.Attribute) and node.attr.value == field and _is_name_in(node.value, batches)
+        isinstance(node, cst.Attribute) and node.attr.value == field and _is_name_in(node.value, frozenset({receiver.value}))
         for node in own_nodes(value)
     )
