@@ -25,6 +25,7 @@ import libcst as cst
 from kvlint.rules.tbo._calls import batch_call
 from kvlint.rules.tbo._facts import Assignment, Call, FunctionFact, FunctionKey
 from kvlint.analysis.index import is_none, trailing_name
+from kvlint.api.rule import one_line_code
 from kvlint.rules.tbo._lines import LineFinder
 from kvlint.rules.tbo._walk import own_nodes
 
@@ -131,9 +132,7 @@ class _AssignmentFinder:
                 self._record(target.attr.value, statement, function)
 
     def _record(self, field: str, node: cst.CSTNode, function: Optional[FunctionKey]) -> None:
-        text = " ".join(self.module.code_for_node(node).split())
-        if len(text) > SNIPPET_WIDTH:
-            text = text[: SNIPPET_WIDTH - 3] + "..."
+        text = one_line_code(self.module.code_for_node(node), SNIPPET_WIDTH)
         self.found.append(Assignment(field, self.lines.span(node, self.top).line, text, function, self.order))
 
     def _constructs_batch(self, call: cst.Call, in_batch_class: bool) -> bool:
