@@ -19,6 +19,7 @@ import pytest
 from kvlint.api.config import load_config
 from kvlint.api.types import Finding
 from kvlint.rules.tbo.tbo_field_not_copied import TboFieldNotCopied
+from kvlint.rules.tbo._tree import holds_module
 from kvlint.running.engine import RunOptions, run
 from kvlint.testing import run_project
 
@@ -155,6 +156,28 @@ def test_a_field_set_only_while_building_attention_metadata_is_not_reported() ->
 def test_a_runtime_cache_filled_by_a_helper_the_model_calls_is_not_reported() -> None:
     files = tree(dp_body="    forward_batch.extra = hidden.shape[0]\n")
     assert extra_finding(files) is None
+
+
+def test_timing_is_the_same_when_the_tree_is_checked_from_inside_its_package() -> None:
+    # From inside `eng/`, paths lose the package (`dp.py`) while the imports keep it (`eng.dp`).
+    files = tree(dp_body="    forward_batch.extra = hidden.shape[0]\n")
+    inside = {path.removeprefix("eng/"): text for path, text in files.items()}
+    assert extra_finding(inside) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "module", "holds"),
+    [
+        ("sglang/srt/layers/dp.py", "sglang.srt.layers.dp", True),
+        ("layers/dp.py", "sglang.srt.layers.dp", True),
+        ("sglang/srt/layers/dp.py", "dp", True),
+        ("layers/__init__.py", "sglang.srt.layers", True),
+        ("layers/dp.py", "sglang.srt.models.dp", False),
+        ("models/dp.py", "sglang.srt.layers.dp", False),
+    ],
+)
+def test_a_file_holds_a_module_whichever_side_the_run_root_cuts(path: str, module: str, holds: bool) -> None:
+    assert holds_module(path, module) is holds
 
 
 def test_a_field_set_below_the_split_in_the_splitting_method_is_not_reported() -> None:

@@ -32,7 +32,7 @@ from enum import Enum
 from typing import Optional
 
 from kvlint.rules.tbo._facts import Assignment, BuilderFact, Call, CallKind, ClassFact, FunctionFact
-from kvlint.rules.tbo._tree import Tree
+from kvlint.rules.tbo._tree import Tree, holds_module
 
 # (path, class name or "", function name)
 Node = tuple[str, str, str]
@@ -185,11 +185,8 @@ class SplitTiming:
             return {local}
         if call.origin is None:
             return set()
-        module = call.origin.lstrip(".").rsplit(".", 1)[0].replace(".", "/")
-        return {
-            node for node in self._by_name.get(call.name, ())
-            if not node[1] and node[0][:-3].endswith(module)
-        }
+        module = call.origin.lstrip(".").rsplit(".", 1)[0]
+        return {node for node in self._by_name.get(call.name, ()) if not node[1] and holds_module(node[0], module)}
 
 
 def _bases(tree: Tree, path: str, klass: ClassFact) -> list[tuple[str, ClassFact]]:

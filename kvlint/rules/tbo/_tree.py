@@ -79,11 +79,21 @@ class Tree:
 
 def _module_matches(path: str, origin: Optional[str]) -> bool:
     """Does `path` (a/b/mod.py) hold the module `origin` imports from (a.b.mod.Name, .mod.Name)?"""
-    if not origin:
-        return False
-    module = origin.lstrip(".").rsplit(".", 1)[0]
-    stem = path[:-3] if path.endswith(".py") else path
-    return stem.replace("\\", "/").endswith(module.replace(".", "/"))
+    return bool(origin) and holds_module(path, origin.lstrip(".").rsplit(".", 1)[0])
+
+
+def holds_module(path: str, module: str) -> bool:
+    """Does the file at `path` (relative to wherever the run started) hold the dotted `module`?
+
+    The run's root may sit above the package root (`sglang/srt/layers/x.py`
+    for `sglang.srt.layers.x`) or below it (`layers/x.py`, checked from inside
+    `srt/`), and a relative import names only the tail (`.x`): the shorter of
+    the two must end the longer.
+    """
+    stem = path.replace("\\", "/").removesuffix(".py").removesuffix("/__init__").split("/")
+    parts = module.split(".")
+    shorter = min(len(stem), len(parts))
+    return shorter > 0 and stem[-shorter:] == parts[-shorter:]
 
 
 def _shared_prefix(left: str, right: str) -> int:
