@@ -79,7 +79,7 @@ class Tree:
 
 def _module_matches(path: str, origin: Optional[str]) -> bool:
     """Does `path` (a/b/mod.py) hold the module `origin` imports from (a.b.mod.Name, .mod.Name)?"""
-    return bool(origin) and holds_module(path, origin.lstrip(".").rsplit(".", 1)[0])
+    return origin is not None and holds_module(path, origin.lstrip(".").rsplit(".", 1)[0])
 
 
 def holds_module(path: str, module: str) -> bool:
