@@ -44,15 +44,32 @@ def module_parts(path: str) -> tuple[str, ...]:
     return tuple(parts[:-1]) if last == "__init__" else (*parts[:-1], last)
 
 
-class ProjectIndex:
-    def __init__(self, paths: Iterable[str], load: Callable[[str], Optional[FileSummary]]) -> None:
-        self._load = load
-        self._summaries: dict[str, Optional[FileSummary]] = {}
+class ModuleMap:
+    """Which file of the tree a dotted module name is, whatever directory the run started in."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
         self._by_suffix: dict[tuple[str, ...], list[str]] = {}
         for path in paths:
             parts = module_parts(path)
             for start in range(len(parts)):
                 self._by_suffix.setdefault(parts[start:], []).append(path)
+
+    def path_of(self, dotted: str) -> Optional[str]:
+        """The one file the module `dotted` is, matched by its longest trailing parts."""
+        parts = tuple(part for part in dotted.split(".") if part)
+        # A dotted name is matched on two parts at least: `torch.nn` is not some `nn.py` of the tree.
+        for start in range(max(len(parts) - 1, 1)):
+            found = self._by_suffix.get(parts[start:])
+            if found:
+                return found[0] if len(found) == 1 else None
+        return None
+
+
+class ProjectIndex:
+    def __init__(self, paths: Iterable[str], load: Callable[[str], Optional[FileSummary]]) -> None:
+        self._load = load
+        self._summaries: dict[str, Optional[FileSummary]] = {}
+        self.modules = ModuleMap(paths)
         self._facts: dict[tuple[str, str, str], Optional[HelperFact]] = {}
         self._busy: set[tuple[str, str, str]] = set()
         self._mro: dict[tuple[str, str], list[tuple[str, ClassSummary]]] = {}
@@ -64,16 +81,6 @@ class ProjectIndex:
         if path not in self._summaries:
             self._summaries[path] = self._load(path)
         return self._summaries[path]
-
-    def module_path(self, dotted: str) -> Optional[str]:
-        """The one file of the tree the module `dotted` is, matched by its longest trailing parts."""
-        parts = tuple(part for part in dotted.split(".") if part)
-        # A dotted name is matched on two parts at least: `torch.nn` is not some `nn.py` of the tree.
-        for start in range(max(len(parts) - 1, 1)):
-            found = self._by_suffix.get(parts[start:])
-            if found:
-                return found[0] if len(found) == 1 else None
-        return None
 
     # -- names -----------------------------------------------------------
 
@@ -88,7 +95,7 @@ class ProjectIndex:
         if origin is None or "." not in origin:
             return None
         module, _, attribute = origin.rpartition(".")
-        target = self.module_path(module)
+        target = self.modules.path_of(module)
         if target is None or target == path:
             return None
         return self._definition(target, attribute, hops + 1)
@@ -96,14 +103,14 @@ class ProjectIndex:
     def _module_alias(self, path: str, alias: str) -> Optional[str]:
         summary = self.summary(path)
         origin = summary.imports.get(alias) if summary is not None else None
-        return self.module_path(origin) if origin is not None else None
+        return self.modules.path_of(origin) if origin is not None else None
 
     def _class(self, path: str, written: str) -> Optional[tuple[str, ClassSummary]]:
         """The class a base written as `Base` or `mod.Base` in `path` resolves to."""
         owner, _, name = written.rpartition(".")
         where: Optional[tuple[str, str]]
         if owner:
-            module = self._module_alias(path, owner.split(".")[0]) if "." not in owner else self.module_path(owner)
+            module = self._module_alias(path, owner.split(".")[0]) if "." not in owner else self.modules.path_of(owner)
             where = self._definition(module, name) if module is not None else None
         else:
             where = self._definition(path, name)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
 
 from kvlint.analysis._ast_imports import module_imports, imports_of
-from kvlint.analysis.project_index import module_parts
+from kvlint.analysis.project_index import ModuleMap, module_parts
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 _MAX_HOPS = 8
@@ -56,11 +56,7 @@ class ProofTree:
     def __init__(self, sources: dict[str, bytes]) -> None:
         self.sources = sources
         self._modules: dict[str, Optional[Module]] = {}
-        self._by_suffix: dict[tuple[str, ...], list[str]] = {}
-        for path in sources:
-            parts = module_parts(path)
-            for start in range(len(parts)):
-                self._by_suffix.setdefault(parts[start:], []).append(path)
+        self.modules = ModuleMap(sources)
         self._callers: dict[str, list[tuple[Place, ast.Call]]] = {}
 
     def replaced(self, path: str, data: bytes) -> "ProofTree":
@@ -68,7 +64,7 @@ class ProofTree:
         tree = ProofTree.__new__(ProofTree)
         tree.sources = {**self.sources, path: data}
         tree._modules = {known: module for known, module in self._modules.items() if known != path}
-        tree._by_suffix = self._by_suffix
+        tree.modules = self.modules
         tree._callers = {}
         return tree
 
@@ -113,7 +109,7 @@ class ProofTree:
         if isinstance(owner, ast.Name):
             module = self.module(where.path)
             origin = module.imports.get(owner.id) if module is not None else None
-            target = self.module_path(origin) if origin is not None else None
+            target = self.modules.path_of(origin) if origin is not None else None
             found = self.module(target) if target is not None else None
             function = found.functions.get(func.attr) if found is not None else None
             return Place(target, "", function, function.lineno) if target and function is not None else None
@@ -136,14 +132,6 @@ class ProofTree:
                     if isinstance(node, ast.Call) and _trailing(node.func) == name:
                         yield where, node
 
-    def module_path(self, dotted: str) -> Optional[str]:
-        parts = tuple(part for part in dotted.split(".") if part)
-        for start in range(max(len(parts) - 1, 1)):
-            found = self._by_suffix.get(parts[start:])
-            if found:
-                return found[0] if len(found) == 1 else None
-        return None
-
     def _definition(self, path: str, name: str, hops: int = 0) -> Optional[tuple[str, str]]:
         module = self.module(path)
         if module is None or hops > _MAX_HOPS:
@@ -154,7 +142,7 @@ class ProofTree:
         if origin is None or "." not in origin:
             return None
         dotted, _, attribute = origin.rpartition(".")
-        target = self.module_path(dotted)
+        target = self.modules.path_of(dotted)
         return self._definition(target, attribute, hops + 1) if target is not None and target != path else None
 
     def _function(self, path: str, name: str) -> Optional[Place]:
@@ -188,7 +176,7 @@ class ProofTree:
         elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name):
             module = self.module(path)
             origin = module.imports.get(base.value.id) if module is not None else None
-            target = self.module_path(origin) if origin is not None else None
+            target = self.modules.path_of(origin) if origin is not None else None
             where = self._definition(target, base.attr) if target is not None else None
         found = self.module(where[0]) if where is not None else None
         klass = found.classes.get(where[1]) if found is not None and where is not None else None
