@@ -24,7 +24,7 @@ unchanged base class under `--changed`, is read when a resolution needs it.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Mapping, Optional, Protocol
 
 from kvlint.analysis.summaries import ClassSummary, FileSummary, FunctionSummary, Spelling
 from kvlint.analysis.summaries import ParamUse
@@ -42,6 +42,19 @@ def module_parts(path: str) -> tuple[str, ...]:
         return ()
     last = parts[-1][:-3] if parts[-1].endswith(".py") else parts[-1]
     return tuple(parts[:-1]) if last == "__init__" else (*parts[:-1], last)
+
+
+class ModuleNames(Protocol):
+    """What a file defines and imports, as the project index and the proof tree each read it."""
+
+    @property
+    def functions(self) -> Mapping[str, object]: ...
+
+    @property
+    def classes(self) -> Mapping[str, object]: ...
+
+    @property
+    def imports(self) -> Mapping[str, str]: ...
 
 
 class ModuleMap:
@@ -64,6 +77,24 @@ class ModuleMap:
                 return found[0] if len(found) == 1 else None
         return None
 
+    def definition(self, path: str, name: str, names_of: Callable[[str], Optional[ModuleNames]]) -> Optional[tuple[str, str]]:
+        """(path, name) of what `name` means in `path`'s module: defined there, or imported (followed across files)."""
+        for _hop in range(_MAX_HOPS + 1):
+            names = names_of(path)
+            if names is None:
+                return None
+            if name in names.functions or name in names.classes:
+                return path, name
+            origin = names.imports.get(name)
+            if origin is None or "." not in origin:
+                return None
+            dotted, _, name = origin.rpartition(".")
+            target = self.path_of(dotted)
+            if target is None or target == path:
+                return None
+            path = target
+        return None
+
 
 class ProjectIndex:
     def __init__(self, paths: Iterable[str], load: Callable[[str], Optional[FileSummary]]) -> None:
@@ -84,21 +115,9 @@ class ProjectIndex:
 
     # -- names -----------------------------------------------------------
 
-    def _definition(self, path: str, name: str, hops: int = 0) -> Optional[tuple[str, str]]:
+    def _definition(self, path: str, name: str) -> Optional[tuple[str, str]]:
         """(path, name) of what `name` means in `path`'s module: defined there or imported."""
-        summary = self.summary(path)
-        if summary is None or hops > _MAX_HOPS:
-            return None
-        if name in summary.functions or name in summary.classes:
-            return path, name
-        origin = summary.imports.get(name)
-        if origin is None or "." not in origin:
-            return None
-        module, _, attribute = origin.rpartition(".")
-        target = self.modules.path_of(module)
-        if target is None or target == path:
-            return None
-        return self._definition(target, attribute, hops + 1)
+        return self.modules.definition(path, name, self.summary)
 
     def _module_alias(self, path: str, alias: str) -> Optional[str]:
         summary = self.summary(path)

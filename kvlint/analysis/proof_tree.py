@@ -21,7 +21,6 @@ from kvlint.analysis._ast_imports import module_imports, imports_of
 from kvlint.analysis.project_index import ModuleMap, module_parts
 
 FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
-_MAX_HOPS = 8
 
 
 @dataclass(frozen=True)
@@ -132,18 +131,8 @@ class ProofTree:
                     if isinstance(node, ast.Call) and _trailing(node.func) == name:
                         yield where, node
 
-    def _definition(self, path: str, name: str, hops: int = 0) -> Optional[tuple[str, str]]:
-        module = self.module(path)
-        if module is None or hops > _MAX_HOPS:
-            return None
-        if name in module.functions or name in module.classes:
-            return path, name
-        origin = module.imports.get(name)
-        if origin is None or "." not in origin:
-            return None
-        dotted, _, attribute = origin.rpartition(".")
-        target = self.modules.path_of(dotted)
-        return self._definition(target, attribute, hops + 1) if target is not None and target != path else None
+    def _definition(self, path: str, name: str) -> Optional[tuple[str, str]]:
+        return self.modules.definition(path, name, self.module)
 
     def _function(self, path: str, name: str) -> Optional[Place]:
         where = self._definition(path, name)
