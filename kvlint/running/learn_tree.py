@@ -169,7 +169,7 @@ _BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*=")
 
 def _subclass_closure(roots: set[str], files: list[tuple[Path, bytes]]) -> set[str]:
     """`roots` and every class of the tree deriving from one of them (by `class X(Base):` headers)."""
-    bases = _class_bases(files)
+    bases = class_bases(files)
     closure = set(roots)
     changed = True
     while changed:
@@ -184,7 +184,7 @@ def _subclass_closure(roots: set[str], files: list[tuple[Path, bytes]]) -> set[s
 _BASES_MEMO: dict[int, tuple[list[tuple[Path, bytes]], dict[str, set[str]]]] = {}
 
 
-def _class_bases(files: list[tuple[Path, bytes]]) -> dict[str, set[str]]:
+def class_bases(files: list[tuple[Path, bytes]]) -> dict[str, set[str]]:
     """Every `class X(A, b.B):` header of the tree as X -> {A, B}; read once per learning run."""
     memo = _BASES_MEMO.get(id(files))
     if memo is not None and memo[0] is files:
