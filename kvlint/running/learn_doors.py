@@ -56,14 +56,25 @@ def doors_by_mark(files: list[tuple[Path, bytes]], write_loc_class: str, mark: s
     # Round one reads the files naming the class, its mark or a mark check; each later round
     # the files calling a door found in the round before (the forwarding wrappers).
     words = {write_loc_class, f".{mark}", *checks}
+    # A file is split into its methods once, and each method parsed once, whichever round reads it.
+    pieces: dict[Path, list[_Piece]] = {}
+    parsed: set[tuple[Path, int]] = set()
     methods: dict[tuple[Path, int], _Method] = {}
     doors: dict[str, Door] = {}
     for _round in range(_MAX_ROUNDS):
+        encoded = [word.encode() for word in words]
         for path, data in files:
-            if any(word.encode() in data for word in words):
-                for function in _functions(data, words, methods=True):
-                    if (path, function.lineno) not in methods:
-                        methods[(path, function.lineno)] = _Method.read(function, write_loc_class, mark)
+            if not any(word in data for word in encoded):
+                continue
+            if path not in pieces:
+                pieces[path] = _pieces(data, methods=True)
+            for piece in pieces[path]:
+                if (path, piece.first) in parsed or not piece.holds(encoded):
+                    continue
+                parsed.add((path, piece.first))
+                function = piece.parse()
+                if function is not None:
+                    methods[(path, piece.first)] = _Method.read(function, write_loc_class, mark)
         found = []
         for (path, _line), method in methods.items():
             door = None if method.name in doors else method.door(path, write_loc_class, mark, checks, doors)
@@ -178,10 +189,12 @@ def _mark_checks(files: list[tuple[Path, bytes]], cls: str, mark: str) -> dict[s
     """Module functions testing their parameter against the write-loc class or reading its mark,
     by name -> the parameter's position (`unwrap_write_loc(loc_info)` -> 0)."""
     found: dict[str, int] = {}
+    words = [cls.encode(), f".{mark}".encode()]
     for _path, data in files:
-        if cls.encode() not in data:
+        if words[0] not in data:
             continue
-        for node in _functions(data, {cls, f".{mark}"}, methods=False):
+        functions = (piece.parse() for piece in _pieces(data, methods=False) if piece.holds(words))
+        for node in (function for function in functions if function is not None):
             params = [arg.arg for arg in (*node.args.posonlyargs, *node.args.args)]
             for position, param in enumerate(params):
                 if _checks_itself(node, param, cls, mark) is not None:
@@ -193,14 +206,37 @@ def _mark_checks(files: list[tuple[Path, bytes]], cls: str, mark: str) -> dict[s
 _DEF_LINE = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]")
 
 
-def _functions(data: bytes, words: set[str], methods: bool) -> Iterator[_Function]:
-    """The functions of a file whose text holds one of `words`: methods (indented `def`s) or
-    module functions. Only those are parsed, each on its own (dedented): the files that
-    matter are the largest of a tree (its pools), and a pool's few doors sit among hundreds
-    of methods. A piece that does not parse alone gives nothing."""
+@dataclass(frozen=True)
+class _Piece:
+    """One function's lines as its file holds them, its decorators included."""
+
+    # The index of its first line in the file.
+    first: int
+    text: bytes
+
+    def holds(self, words: list[bytes]) -> bool:
+        return any(word in self.text for word in words)
+
+    def parse(self) -> Optional[_Function]:
+        """The function, dedented, its line numbers the file's own (blank lines stand for the
+        lines above it); None for a piece that does not parse alone."""
+        source = "\n" * self.first + textwrap.dedent(self.text.decode("utf-8", errors="replace"))
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            return None
+        function = tree.body[0] if tree.body else None
+        return function if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _pieces(data: bytes, methods: bool) -> list[_Piece]:
+    """A file's methods (indented `def`s) or module functions, each cut out on its own: the files
+    that matter are the largest of a tree (its pools), and a pool's few doors sit among hundreds
+    of methods, so only the pieces holding a word of interest are parsed."""
     lines = data.splitlines(keepends=True)
-    starts = [(i, len(m.group(1))) for i, line in enumerate(lines) if (m := _DEF_LINE.match(line))]
-    encoded = [word.encode() for word in words]
+    # `in` first: a pattern tried on every line of a tree costs more than everything else here.
+    starts = [(i, len(m.group(1))) for i, line in enumerate(lines) if b"def" in line and (m := _DEF_LINE.match(line))]
+    pieces = []
     for number, (first, indent) in enumerate(starts):
         if (indent > 0) != methods:
             continue
@@ -209,26 +245,20 @@ def _functions(data: bytes, words: set[str], methods: bool) -> Iterator[_Functio
             if later_indent <= indent:
                 last = later
                 break
-        for end in range(first + 1, last):
-            text = lines[end]
-            if text.strip() and not text.startswith((b" ", b"\t", b"#", b")")) and indent == 0:
-                last = end
-                break
+        if indent == 0:
+            # A module function also ends at the next module-level statement.
+            for end in range(first + 1, last):
+                text = lines[end]
+                if text.strip() and not text.startswith((b" ", b"\t", b"#", b")")):
+                    last = end
+                    break
         # A piece keeps its own decorators (`@staticmethod` shifts the loc's position), not the next one's.
         while first > 0 and lines[first - 1].lstrip().startswith(b"@"):
             first -= 1
         while last > first + 1 and (not lines[last - 1].strip() or lines[last - 1].lstrip().startswith((b"@", b"#"))):
             last -= 1
-        piece = b"".join(lines[first:last])
-        if not any(word in piece for word in encoded):
-            continue
-        try:
-            tree = ast.parse(textwrap.dedent(piece.decode("utf-8", errors="replace")))
-        except (SyntaxError, ValueError):
-            continue
-        function = tree.body[0] if tree.body else None
-        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield ast.increment_lineno(function, first)
+        pieces.append(_Piece(first, b"".join(lines[first:last])))
+    return pieces
 
 
 def _checks_itself(function: _Function, param: str, cls: str, mark: str) -> Optional[int]:
