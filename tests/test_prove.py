@@ -100,8 +100,9 @@ def test_proven_and_raw_locs_raise_no_kv104_and_are_counted(tree: Path) -> None:
     # Ten door calls in the backend (`_store` is a door: it forwards its loc), one in `_store`
     # two in the module helpers and one in the split pool.
     assert result["prove"] == {
-        "doors": 14, "proven": 5, "raw": 1, "unproven": 8,
-        "by_path": {"engine": {"doors": 14, "proven": 5, "raw": 1, "unproven": 8}},
+        "doors": 14, "proven": 5, "raw": 1, "unproven": 8, "exempt": 0,
+        "by_path": {"engine": {"doors": 14, "proven": 5, "raw": 1, "unproven": 8, "exempt": 0}},
+        "exempt_calls": [],
     }
     assert {f["line"] for f in result["findings"] if f["code"] == "KV101" and f["path"] == BACKEND} == {
         line_of(tree / BACKEND, "return forward_batch.out_cache_loc"), line_of(tree / BACKEND, "self._maybe_raw(forward_batch, True)"),

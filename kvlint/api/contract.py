@@ -89,6 +89,12 @@ class Contract:
     mark_predicate: str = ""
     # Whether the tree's write doors check the mark (refuse an unmarked loc).
     door_checks_mark: bool = False
+    # The class attribute a pool sets to make its doors refuse an unmarked loc
+    # (`requires_physical_write_loc`), read by the tree's mark check; "" when there is none.
+    mark_gate: str = ""
+    # Pool classes that, with every subclass in the tree, keep that gate off: their doors
+    # take a bare loc by design, so `--prove` counts a call on `self`/`super()` there as exempt.
+    ungated_classes: tuple[str, ...] = ()
     # Contract keys whose API learning looked for in the scanned tree and did not find
     # (and the configuration does not pin): a fix calling that API is not safe there.
     missing: tuple[str, ...] = ()

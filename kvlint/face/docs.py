@@ -66,6 +66,9 @@ def contract_table(contract: Contract) -> str:
         "host-cache-classes": list(contract.host_cache_classes),
         "page-split-paths": list(contract.page_split_paths),
     }
+    if contract.mark_gate:
+        values["mark-gate"] = contract.mark_gate
+        values["ungated-classes"] = list(contract.ungated_classes)
     if contract.mark_keeping:
         values["mark-keeping"] = list(contract.mark_keeping)
     width = max(map(len, values))

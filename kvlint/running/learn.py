@@ -52,6 +52,7 @@ from typing import Any, Iterator, Mapping, Optional
 from kvlint.api.config import Config, configured_contract
 from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, NOT_FIELD_ANNOTATIONS, PAGED_HELPERS, Contract
 from kvlint.running.learn_doors import doors_by_mark, doors_by_name
+from kvlint.running.learn_gate import learn_mark_gate
 from kvlint.running.learn_tree import (
     Learned as _Learned,
     learn_door_checks as _learn_door_checks,
@@ -83,6 +84,7 @@ def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
     _learn_import_spellings(config, ordered, learned)
     _learn_pool_classes(contract, config, ordered, learned)
     _learn_door_checks(contract, learned, ordered)
+    learn_mark_gate(contract, learned, ordered)
     values = {key: value for key, value in learned.values.items() if key in _keys_to_fill(config)}
     changes: dict[str, Any] = {key.replace("-", "_"): value for key, value in values.items()}
     found = {key: learned.sources[key] for key in values}
@@ -118,7 +120,7 @@ def _keys_to_fill(config: Config) -> set[str]:
             if config.contract_value(key) == AUTO}
     # Learned alongside the values they belong to, never configured on their own.
     auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes",
-             "door-reasons"}
+             "door-reasons", "mark-gate", "ungated-classes"}
     if config.contract_value("write-loc-class") == AUTO:
         auto.add("write-loc-class")
     if "write-doors" not in dict(config.contract):

@@ -8,6 +8,8 @@ counts). A raw loc is what KV101, KV102 and KV103 report; an unproven one
 becomes KV104 here, decided like any finding (per-file ignores, suppression
 comments). The certificate counts the door calls by top-level folder of the
 scope, so a CI log shows which part of the tree was proven and how much of it.
+A door call a pool makes on its base class with a bare loc it takes by design
+(`kvlint.analysis.pool_gate`) is counted as exempt, not unproven.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
-from kvlint.analysis.loc_proof import RAW, UNPROVEN, LocProver, Verdict
+from kvlint.analysis.loc_proof import PROVEN, RAW, UNPROVEN, LocProver, Verdict
+from kvlint.analysis.pool_gate import bare_loc_taken
 from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
@@ -30,6 +33,8 @@ from kvlint.running.selection import per_file_ignored
 
 # The codes that report a raw loc: a raw door call none of them reports is unproven.
 RAW_CODES = ("KV101", "KV102", "KV103")
+# A bare loc handed to a door that takes one by design.
+EXEMPT = "exempt"
 
 
 @dataclass
@@ -38,24 +43,32 @@ class Counts:
     proven: int = 0
     raw: int = 0
     unproven: int = 0
+    exempt: int = 0
 
     def add(self, kind: str) -> None:
         self.doors += 1
         setattr(self, kind, getattr(self, kind) + 1)
 
     def to_json(self) -> dict[str, int]:
-        return {"doors": self.doors, "proven": self.proven, "raw": self.raw, "unproven": self.unproven}
+        return {"doors": self.doors, "proven": self.proven, "raw": self.raw, "unproven": self.unproven,
+                "exempt": self.exempt}
 
 
 @dataclass
 class Certificate:
-    """What `--prove` showed: door calls seen, proven, raw and unproven, in all and by top-level folder."""
+    """What `--prove` showed: door calls seen, proven, raw, unproven and exempt, in all and by top-level folder."""
 
     total: Counts = field(default_factory=Counts)
     by_path: dict[str, Counts] = field(default_factory=dict)
+    # Each exempt call, (path, line, why), so a reviewer can check every one.
+    exempt_calls: list[tuple[str, int, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
-        return {**self.total.to_json(), "by_path": {path: counts.to_json() for path, counts in sorted(self.by_path.items())}}
+        return {
+            **self.total.to_json(),
+            "by_path": {path: counts.to_json() for path, counts in sorted(self.by_path.items())},
+            "exempt_calls": [{"path": path, "line": line, "why": why} for path, line, why in self.exempt_calls],
+        }
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,8 @@ class DoorCall:
     # The loc argument; None when the call does not pass it visibly (`*args`).
     loc: Optional[ast.expr]
     verdict: Verdict
+    # Why the door takes a bare loc here (`pool_gate`); None when it may not.
+    exempt: Optional[str] = None
 
 
 def prove_scope(
@@ -96,6 +111,9 @@ def prove_scope(
         verdict = found.verdict
         if verdict.kind == RAW and not ({verdict.origin, (found.path, _line(found))} & reported_raw):
             verdict = Verdict(UNPROVEN, f"{verdict.reason}: a raw loc no rule reports")
+        if verdict.kind == UNPROVEN and found.exempt is not None:
+            verdict = Verdict(EXEMPT, found.exempt)
+            certificate.exempt_calls.append((found.path, found.call.lineno, found.exempt))
         certificate.total.add(verdict.kind)
         certificate.by_path.setdefault(_folder(found.path, roots), Counts()).add(verdict.kind)
         if verdict.kind != UNPROVEN:
@@ -132,7 +150,7 @@ def door_calls(tree: ProofTree, prover: LocProver, reported: dict[str, bytes]) -
                 door = _door_name(node, prover)
                 if door is not None:
                     assert isinstance(node, ast.Call)
-                    yield _classified(where, door, node, prover)
+                    yield _classified(where, door, node, prover, tree)
 
 
 def _door_name(node: ast.AST, prover: LocProver) -> Optional[str]:
@@ -143,13 +161,14 @@ def _door_name(node: ast.AST, prover: LocProver) -> Optional[str]:
     return name if name in prover.doors else None
 
 
-def _classified(where: Place, door: str, call: ast.Call, prover: LocProver) -> DoorCall:
+def _classified(where: Place, door: str, call: ast.Call, prover: LocProver, tree: ProofTree) -> DoorCall:
     loc = prover.door_loc(call)
     if loc is None:
         verdict = Verdict(UNPROVEN, f"`{door}` at {where.path}:{call.lineno} does not pass its loc visibly")
     else:
         verdict = prover.verdict(where, loc)
-    return DoorCall(where.path, door, call, loc, verdict)
+    exempt = bare_loc_taken(tree, prover.contract, where, call) if verdict.kind != PROVEN else None
+    return DoorCall(where.path, door, call, loc, verdict, exempt)
 
 
 def _line(found: DoorCall) -> int:

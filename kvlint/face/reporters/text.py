@@ -83,8 +83,12 @@ def _print_certificate(console: Console, certificate: Certificate) -> None:
     total = certificate.total
     console.print(
         f"prove: {total.doors} write-door calls: {total.proven} proven marked, {total.raw} raw, {total.unproven} unproven"
+        + (f", {total.exempt} exempt (a bare loc the pool takes by design)" if total.exempt else "")
     )
     for folder, counts in sorted(certificate.by_path.items()):
         console.print(
             f"  {escape(folder)}: {counts.doors} doors, {counts.proven} proven, {counts.raw} raw, {counts.unproven} unproven"
+            + (f", {counts.exempt} exempt" if counts.exempt else "")
         )
+    for path, line, why in certificate.exempt_calls:
+        console.print(f"  exempt {escape(path)}:{line}: {escape(why)}")

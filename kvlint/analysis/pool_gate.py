@@ -1,0 +1,67 @@
+"""A door a pool calls on its base class with a bare loc it takes by design (`--prove`).
+
+A pool of the old kind (its class and every subclass keep the tree's gate off,
+`Contract.ungated_classes`) may translate the loc it was handed and pass the
+bare result to its base class's door: `super().set_kv_buffer(layer,
+translated, ...)`. The base door refuses an unmarked loc only when the gate is
+on, and here it never is. That call is *exempt*: not proven marked (its loc
+is bare), not unproven (nothing requires a mark there).
+
+Only `super()` calls are exempt, and only when the base door writes to the
+pool itself: every door it calls in turn is on `self` or `super()` and stays
+in the pool too (taken from the calling class's hierarchy, as Python would
+for an instance of it). A base door that hands the loc to another pool's door
+(`self.full_kv_pool.set_kv_buffer(...)`) could reach a gated pool, so its
+caller is not exempt.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
+from kvlint.api.contract import Contract
+
+_MAX_DEPTH = 4
+
+
+def bare_loc_taken(tree: ProofTree, contract: Contract, where: Place, call: ast.Call) -> Optional[str]:
+    """Why the door call `call` inside `where` may pass a bare loc; None when it may not."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and _is_super(func.value)) or where.klass not in contract.ungated_classes:
+        return None
+    target = tree.resolve(where, func)
+    if target is None or not _stays_in_pool(tree, contract, where, target, 0, set()):
+        return None
+    return (
+        f"`{where.klass}` and its subclasses keep `{contract.mark_gate}` off, and `{target.name}` "
+        f"({target.shown()}) writes to the pool itself: a bare loc is what it takes"
+    )
+
+
+def _stays_in_pool(
+    tree: ProofTree, contract: Contract, caller: Place, door: Place, depth: int, seen: set[Place]
+) -> bool:
+    if door in seen:
+        return True
+    if depth > _MAX_DEPTH:
+        return False
+    seen.add(door)
+    for node in own_nodes(door.function):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in contract.door_loc_index:
+            continue
+        owner = node.func.value
+        if not (_is_super(owner) or (isinstance(owner, ast.Name) and owner.id == "self")):
+            return False
+        # `self.door(...)` runs the calling class's override; `super()` the next one after the door's class.
+        inner = tree.resolve(caller if isinstance(owner, ast.Name) else door, node.func)
+        if inner is None or not _stays_in_pool(tree, contract, caller, inner, depth + 1, seen):
+            return False
+    return True
+
+
+def _is_super(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"

@@ -1,0 +1,134 @@
+"""Learn which pools take a bare loc by design: the gate on the tree's mark check.
+
+A tree part-way through the migration keeps both kinds of pool: the unified
+ones, whose doors refuse an unmarked loc, and the older ones, whose doors take
+a bare one. The tree says which in one place, its mark check:
+
+    if self.requires_physical_write_loc and not write_loc_is_physical(loc_info):
+        raise ValueError(...)
+
+`mark-gate` is that attribute (found as `if self.<attr> and not <mark
+predicate>(`); each pool class sets it in its body (`requires_physical_write_loc
+= True`) or inherits it. `ungated-classes` are the classes whose gate is off,
+for the class and every subclass in the tree: a door called on `self` or
+`super()` inside one of them may be handed a bare loc (a hi-sparse pool
+translating ids for its base pool). Anything that could turn the gate on
+elsewhere (an assignment that is not a literal in a class body, `setattr`)
+leaves no class ungated: a wrong exemption would hide a raw loc from `--prove`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+from kvlint.api.contract import Contract
+from kvlint.running.learn_tree import Learned, class_bases
+
+_Files = list[tuple[Path, bytes]]
+
+
+def learn_mark_gate(contract: Contract, learned: Learned, files: _Files) -> None:
+    predicate = str(learned.values.get("mark-predicate", "") or contract.mark_predicate)
+    if not predicate:
+        return
+    found = _gate(files, predicate)
+    if found is None:
+        return
+    gate, path, line = found
+    learned.set("mark-gate", gate, path, line)
+    settings = _class_settings(files, gate)
+    if settings is None:
+        return
+    ungated = _ungated(class_bases(files), settings)
+    if ungated:
+        learned.values["ungated-classes"] = tuple(ungated)
+        learned.sources["ungated-classes"] = f"learned: classes keeping `{gate}` off, with their subclasses"
+
+
+def _gate(files: _Files, predicate: str) -> Optional[tuple[str, Path, int]]:
+    pattern = re.compile(rb"\bif[ \t]+self\.(\w+)[ \t]+and[ \t]+not[ \t]+" + re.escape(predicate.encode()) + rb"\(")
+    for path, data in files:
+        if predicate.encode() not in data:
+            continue
+        match = pattern.search(data)
+        if match is not None:
+            return match.group(1).decode(), path, data.count(b"\n", 0, match.start()) + 1
+    return None
+
+
+def _class_settings(files: _Files, gate: str) -> Optional[dict[str, set[bool]]]:
+    """Class name -> the literal values its body gives `gate`; None when something else assigns it."""
+    name = re.escape(gate.encode())
+    in_body = re.compile(rb"^([ \t]+)" + name + rb"[ \t]*(?::[^=\n]*)?=[ \t]*(True|False)[ \t]*(?:#.*)?$")
+    assigned = re.compile(rb"\b" + name + rb"\b[ \t]*(?::[^=\n]*)?=(?!=)|setattr\([^)]*['\"]" + name + rb"['\"]")
+    settings: dict[str, set[bool]] = {}
+    for _path, data in files:
+        if gate.encode() not in data:
+            continue
+        lines = data.splitlines()
+        for number, text in enumerate(lines):
+            if gate.encode() not in text or text.lstrip().startswith(b"#"):
+                continue
+            literal = in_body.match(text)
+            klass = _enclosing_class(lines, number, len(literal.group(1))) if literal else None
+            if literal is not None and klass is not None:
+                settings.setdefault(klass, set()).add(literal.group(2) == b"True")
+            elif assigned.search(text):
+                return None
+    return settings
+
+
+_BLOCK = re.compile(rb"^([ \t]*)(?:(class)[ \t]+(\w+)|\S)")
+
+
+def _enclosing_class(lines: list[bytes], number: int, indent: int) -> Optional[str]:
+    """The class whose body holds line `number` directly (indented `indent`), or None (inside a function)."""
+    for above in range(number - 1, -1, -1):
+        match = _BLOCK.match(lines[above])
+        if match is None or lines[above].lstrip().startswith(b"#") or len(match.group(1)) >= indent:
+            continue
+        return match.group(3).decode() if match.group(2) else None
+    return None
+
+
+def _ungated(bases: dict[str, set[str]], settings: dict[str, set[bool]]) -> list[str]:
+    """The classes whose gate is off, and off for every subclass of theirs in the tree."""
+    known: dict[str, Optional[bool]] = {}
+    children: dict[str, set[str]] = {}
+    for child, parents in bases.items():
+        for parent in parents:
+            children.setdefault(parent, set()).add(child)
+    names = {*bases, *settings}
+    for name in names:
+        _resolved(name, bases, settings, known)
+    ungated = []
+    for name in sorted(name for name in names if known[name] is False):
+        family, pending = {name}, [name]
+        while pending:
+            for child in children.get(pending.pop(), ()):
+                if child not in family:
+                    family.add(child)
+                    pending.append(child)
+        if all(known.get(member) is False for member in family):
+            ungated.append(name)
+    return ungated
+
+
+def _resolved(
+    name: str, bases: dict[str, set[str]], settings: dict[str, set[bool]], known: dict[str, Optional[bool]]
+) -> Optional[bool]:
+    """The gate a class has, own or inherited; None when unknown or when its definitions or bases disagree."""
+    if name in known:
+        return known[name]
+    known[name] = None  # a cycle of headers resolves to unknown
+    if name in settings:
+        own = settings[name]
+        value = next(iter(own)) if len(own) == 1 else None
+    else:
+        inherited = {_resolved(base, bases, settings, known) for base in bases.get(name, ())
+                     if base in bases or base in settings}
+        value = next(iter(inherited)) if len(inherited) == 1 else None
+    known[name] = value
+    return value
