@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,20 @@ def test_a_warm_run_reads_the_proof_from_the_cache(tree: Path, monkeypatch: pyte
     (tree / "engine" / "layers" / "store.py").write_text("")
     code, out = warm()
     assert json.loads(out)["prove"]["doors"] == 12 and code == 1
+
+
+def test_changed_proves_the_changed_files_doors_through_unchanged_ones(tree: Path) -> None:
+    """Under --changed only the changed file's door calls are counted, each proven or stopped exactly
+    as in a whole-tree run: its helpers, bases and callers in unchanged files are still read."""
+    whole = report()
+    git = lambda *a: subprocess.run(["git", *a], cwd=tree, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "fixture")
+    backend = tree / BACKEND
+    backend.write_text(backend.read_text() + "# touched\n")
+    changed = report("--changed", "HEAD")
+    assert [f for f in changed["findings"] if f["code"] == "KV104"] == [
+        f for f in whole["findings"] if f["code"] == "KV104" and f["path"] == BACKEND
+    ]
+    assert changed["prove"]["doors"] == 10 and changed["prove"]["proven"] == 4
