@@ -219,8 +219,8 @@ class ResultCache:
             path: entry for path, entry in self._contents.context_facts.items() if os.path.exists(path)
         }
         try:
-            _prepare(self._directory, self._path.parent)
-            _write_atomically(self._path, pickle.dumps(self._contents, protocol=pickle.HIGHEST_PROTOCOL))
+            prepare_directory(self._directory, self._path.parent)
+            write_atomically(self._path, pickle.dumps(self._contents, protocol=pickle.HIGHEST_PROTOCOL))
             _prune(self._path.parent)
         except OSError:
             # A read-only checkout or a full disk: the run's result stands, only the cache is lost.
@@ -246,15 +246,15 @@ def _load(path: Path) -> _Contents:
     return contents if isinstance(contents, _Contents) else _Contents()
 
 
-def _prepare(root: Path, directory: Path) -> None:
+def prepare_directory(root: Path, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in ((".gitignore", GITIGNORE), ("CACHEDIR.TAG", CACHEDIR_TAG)):
         marker = root / name
         if not marker.exists():
-            _write_atomically(marker, text.encode())
+            write_atomically(marker, text.encode())
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as out:

@@ -24,7 +24,7 @@ from kvlint.running.cache import ProjectEntry, ResultCache, dataclass_identity, 
 from kvlint.api.config import Config, ConfigError
 from kvlint.api.contract import Contract
 from kvlint.running.discovery import discover, display_path, tree_of
-from kvlint.running.learn import learn_contract
+from kvlint.running.contract_cache import contract_for
 from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.running.project_facts import helper_views, with_view
@@ -89,9 +89,9 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     reading = {path.resolve() for path in sources}
     context, _unread = _read_all([path for path in whole if path.resolve() not in reading], cwd)
     phases.done("read", "%d files read, %d could not be, %d of context", len(sources), len(read_errors), len(context))
-    contract = learn_contract(config, {**context, **sources})
+    contract, cached = contract_for(config, {**context, **sources}, options.cache)
     learned = [key for key, source in contract.sources if source.startswith("learned")]
-    phases.done("contract", "learned from the tree: %s", ", ".join(learned) or "nothing")
+    phases.done("contract", "%s: %s", "cached" if cached else "learned from the tree", ", ".join(learned) or "nothing")
     by_path = {display_path(path, cwd): data for path, data in sources.items()}
     config_paths = {display_path(path, cwd): _config_relative(path, config) for path in sources}
     context_by_path = {display_path(path, cwd): data for path, data in context.items()}

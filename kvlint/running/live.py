@@ -34,7 +34,7 @@ from kvlint.api.types import Applicability, Finding, RunError
 from kvlint.running.decide import FileDecisions, project_candidate
 from kvlint.running.discovery import discover, display_path
 from kvlint.running.fix_edits import FindingFix, FindingKey, file_fixes
-from kvlint.running.learn import learn_contract
+from kvlint.running.contract_cache import contract_for
 from kvlint.running.cache import FileEntry, ResultCache, digest
 from kvlint.running.engine import run_cache
 from kvlint.running.incremental import TextCheck, check_text
@@ -84,7 +84,8 @@ class Workspace:
                 sources[path] = path.read_bytes()
             except OSError:
                 continue
-        self.contract: Contract = learn_contract(self.config, sources)
+        # As `kvlint check` left it at the root, if it did; read, never written, like the result cache.
+        self.contract: Contract = contract_for(self.config, sources, cache=True, store=False)[0]
         self.plan: Plan = make_plan(self.config, self.options, self.contract)
         # The saved bytes of the files in scope, by path as `kvlint check` run at the root shows them.
         self.saved: dict[str, bytes] = {self.shown(path): data for path, data in sources.items()}

@@ -1,0 +1,92 @@
+"""The learned contract is cached: an unchanged tree is not learned again, an edit to it is."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+import kvlint.running.contract_cache
+from kvlint.api.config import load_config
+from kvlint.api.contract import Contract
+from kvlint.running.contract_cache import CONTRACT_FILE
+from kvlint.running.engine import RunOptions, RunResult, run
+from kvlint.running.live import Workspace
+
+WRITE_LOC = (
+    "class KVWriteLoc:\n    loc: object\n    physical: bool = False\n\n\n"
+    "def unwrap_write_loc(loc_info):\n"
+    "    if isinstance(loc_info, KVWriteLoc):\n        return loc_info.loc\n    return loc_info\n"
+)
+POOL = (
+    "from engine.write_loc import unwrap_write_loc\n\n\n"
+    "class Pool:\n"
+    "    def store_rows(self, layer_id, loc_info, rows):\n"
+    "        self.rows[layer_id][unwrap_write_loc(loc_info)] = rows\n"
+)
+
+
+@pytest.fixture
+def tree(in_tmp: Path) -> Path:
+    (in_tmp / "engine").mkdir()
+    (in_tmp / "engine" / "write_loc.py").write_text(WRITE_LOC)
+    (in_tmp / "engine" / "pool.py").write_text(POOL)
+    return in_tmp
+
+
+def lint(cache: bool = True) -> RunResult:
+    return run(load_config(), RunOptions(paths=(Path("."),), cache=cache, jobs=1))
+
+
+def no_learning(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_args: Any) -> NoReturn:
+        raise AssertionError("learned again")
+
+    monkeypatch.setattr(kvlint.running.contract_cache, "learn_contract", refuse)
+
+
+def test_a_second_run_over_an_unchanged_tree_does_not_learn(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = lint().contract
+    assert dict(first.write_doors) == {"store_rows": 1}
+    with monkeypatch.context() as patched:
+        no_learning(patched)
+        assert lint().contract == first
+
+
+def test_an_edit_that_changes_a_learned_door_is_learned_again(tree: Path) -> None:
+    lint()
+    # The loc no longer reaches the mark check: `store_rows` stops being a door.
+    (tree / "engine" / "pool.py").write_text(POOL.replace("unwrap_write_loc(loc_info)", "loc_info"))
+    assert "store_rows" not in dict(lint().contract.write_doors)
+
+
+def test_without_the_cache_the_contract_is_neither_read_nor_written(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lint(cache=False)
+    assert not (tree / ".kvlint_cache" / CONTRACT_FILE).exists()
+    lint()
+    learned = []
+    monkeypatch.setattr(kvlint.running.contract_cache, "learn_contract", lambda *args: learned.append(args) or Contract())
+    lint(cache=False)
+    assert len(learned) == 1
+
+
+@pytest.mark.parametrize("content", [b"not a pickle", pickle.dumps({b"key": "not a contract"}), pickle.dumps([1, 2])])
+def test_a_corrupt_or_foreign_contract_file_is_ignored_and_rewritten(tree: Path, content: bytes) -> None:
+    expected = lint(cache=False).contract
+    cache_file = tree / ".kvlint_cache" / CONTRACT_FILE
+    cache_file.parent.mkdir(exist_ok=True)
+    cache_file.write_bytes(content)
+    assert lint().contract == expected
+    assert list(pickle.loads(cache_file.read_bytes()).values()) == [expected]
+
+
+def test_the_language_server_reads_the_contract_check_left_and_writes_none(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Workspace(tree)
+    assert not (tree / ".kvlint_cache" / CONTRACT_FILE).exists()
+    contract = lint().contract
+    no_learning(monkeypatch)
+    assert Workspace(tree).contract == contract
