@@ -40,7 +40,7 @@ from kvlint.running.prefilter import Triggers
 from kvlint.api.types import FileOutcome, Finding
 
 # Bumped when the layout of a cache file changes.
-FORMAT = 4
+FORMAT = 5
 MAX_RUN_KEYS = 16
 STALE_TEMP_S = 3600
 GITIGNORE = "# Automatically created by kvlint.\n*\n"
@@ -72,6 +72,8 @@ class _Contents:
     # The project index: each file's `ast` summary by content, and the checked files'
     # helper views under the digest of the whole scope they were resolved in.
     summaries: dict[str, tuple[bytes, Any]] = field(default_factory=dict)
+    # The names each file calls and defines, by content: the index's name rounds read no bytes.
+    words: dict[str, tuple[bytes, Any]] = field(default_factory=dict)
     views: tuple[bytes, dict[str, Any]] = (b"", {})
     # Project rules' facts of context files (no per-file rule ran on them), still pickled, by content.
     context_facts: dict[str, tuple[bytes, dict[str, bytes]]] = field(default_factory=dict)
@@ -145,6 +147,15 @@ class ResultCache:
         self._contents.summaries[path] = (content_digest, summary)
         self._dirty = True
 
+    def file_words(self, path: str, content_digest: bytes) -> Any:
+        """The names `path` calls and defines at this content, or None."""
+        entry = self._contents.words.get(path)
+        return entry[1] if entry is not None and entry[0] == content_digest else None
+
+    def store_file_words(self, path: str, content_digest: bytes, words: Any) -> None:
+        self._contents.words[path] = (content_digest, words)
+        self._dirty = True
+
     def project_facts(self, path: str, content_digest: bytes) -> Optional[dict[str, bytes]]:
         """The project rules' facts (pickled) of `path` at this content: from its checked result,
         else from its reading as context; None when neither is cached."""
@@ -208,11 +219,12 @@ class ResultCache:
         self._contents.files = {
             path: entry for path, entry in self._contents.files.items() if path in seen or os.path.exists(path)
         }
-        for path, summary in merged.summaries.items():
-            self._contents.summaries.setdefault(path, summary)
-        self._contents.summaries = {
-            path: entry for path, entry in self._contents.summaries.items() if path in seen or os.path.exists(path)
-        }
+        for name in ("summaries", "words"):
+            by_content: dict[str, tuple[bytes, Any]] = getattr(self._contents, name)
+            for path, entry in getattr(merged, name).items():
+                by_content.setdefault(path, entry)
+            kept = {path: entry for path, entry in by_content.items() if path in seen or os.path.exists(path)}
+            setattr(self._contents, name, kept)
         for path, facts in merged.context_facts.items():
             self._contents.context_facts.setdefault(path, facts)
         self._contents.context_facts = {

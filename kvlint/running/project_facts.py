@@ -4,9 +4,11 @@ The index reads files with CPython's `ast` (never LibCST), only those a
 resolution touches: the files being checked and the files their calls,
 imports and class bases lead to, inside the run's whole scope (under
 `--changed` too, so an unchanged base class in another file still answers).
-Each file's summary is cached by content in the result cache; the views of
-the checked files are cached under the digest of every file in scope, so a
-warm run whose tree did not change resolves nothing.
+Each file's summary, and the names it calls and defines (what the rounds
+finding helper names look up, `kvlint.running.file_words`), are cached by
+content in the result cache; the views of the checked files are cached under
+the digest of every file in scope, so a warm run whose tree did not change
+resolves nothing, and a run after one edit reads no other file's bytes.
 
 A file's view is part of the identity of its cached result: when a helper it
 calls changes its facts, the caller is checked again.
@@ -17,8 +19,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import pickle
-import re
-from typing import Callable, Iterable, Optional
+from typing import Iterable, Optional
 
 from kvlint.analysis.helper_summary import summarize
 from kvlint.analysis.summaries import FileSummary
@@ -26,6 +27,7 @@ from kvlint.analysis.project_index import ProjectIndex, module_parts
 from kvlint.api.contract import PAGED_HELPERS, Contract
 from kvlint.api.helpers import HelperFacts
 from kvlint.running.cache import ResultCache, digest
+from kvlint.running.file_words import WordIndex
 
 
 # Rounds of "files naming a helper with a fact define helpers with facts too": the longest chain followed.
@@ -79,11 +81,11 @@ def helper_views(
         return summary
 
     index = ProjectIndex(sources, load)
-    names, layout_names = _helper_names(index, sources, contract)
+    words = WordIndex(sources, result_cache, digests)
+    names, layout_names = _helper_names(index, words, sources, contract)
     index.names = names | layout_names
-    calls = _calls_of(names)
     views = {}
-    callers = [path for path, data in sources.items() if calls is not None and calls(data)]
+    callers = words.calling(names)
     for path in callers:
         # Every caller read first: a helper's fix depends on what all of them do with its result.
         index.summary(path)
@@ -98,7 +100,9 @@ def helper_views(
     return views
 
 
-def _helper_names(index: ProjectIndex, sources: dict[str, bytes], contract: Contract) -> tuple[set[str], set[str]]:
+def _helper_names(
+    index: ProjectIndex, words: WordIndex, sources: dict[str, bytes], contract: Contract
+) -> tuple[set[str], set[str]]:
     """The names a function with a fact can have: those with a fact of their own (in files holding
     a seed word), then, round by round, those that return a call of a returning one or pass a
     parameter to a call of one at the position (or keyword) that reaches a door; and apart, the
@@ -115,25 +119,24 @@ def _helper_names(index: ProjectIndex, sources: dict[str, bytes], contract: Cont
                 slots |= function.door_slots()
     new_returning, new_slots = set(returning), set(slots)
     for _round in range(_MAX_CHAIN):
-        calls = _calls_of(new_returning | {name for name, _ in new_slots})
-        if calls is None:
+        called = new_returning | {name for name, _ in new_slots}
+        if not called:
             break
         found_returning: set[str] = set()
         found_slots: set[tuple[str, object]] = set()
-        for path, data in sources.items():
-            if calls(data):
-                summary = index.summary(path)
-                for function in summary.all_functions() if summary is not None else ():
-                    if function.returns_call_of(new_returning):
-                        found_returning.add(function.name)
-                    found_slots |= function.slots_passing_to(new_slots)
+        for path in words.calling(called):
+            summary = index.summary(path)
+            for function in summary.all_functions() if summary is not None else ():
+                if function.returns_call_of(new_returning):
+                    found_returning.add(function.name)
+                found_slots |= function.slots_passing_to(new_slots)
         new_returning, new_slots = found_returning - returning, found_slots - slots
         returning |= found_returning
         slots |= found_slots
-    return returning | {name for name, _ in slots}, _layout_helper_names(index, sources, returning)
+    return returning | {name for name, _ in slots}, _layout_helper_names(index, words, returning)
 
 
-def _layout_helper_names(index: ProjectIndex, sources: dict[str, bytes], returning: set[str]) -> set[str]:
+def _layout_helper_names(index: ProjectIndex, words: WordIndex, returning: set[str]) -> set[str]:
     """The names of helpers given paged KV (a buffer accessor's, or a returning helper's result) that
     use it in a layout-sensitive call, themselves or down a chain of helpers they pass it on to.
 
@@ -148,11 +151,8 @@ def _layout_helper_names(index: ProjectIndex, sources: dict[str, bytes], returni
         if not new:
             break
         slots |= new
-        defines = _defines_one_of({name for name, _slot in new})
         given = set()
-        for path, data in sources.items():
-            if not defines(data):
-                continue
+        for path in words.defining({name for name, _slot in new}):
             summary = index.summary(path)
             for function in summary.all_functions() if summary is not None else ():
                 params = {use.param for use in function.layout} | {use.param for use in function.uses}
@@ -171,26 +171,6 @@ def _layout_helper_names(index: ProjectIndex, sources: dict[str, bytes], returni
         if passing <= found:
             return found
         found |= passing
-
-
-def _defines_one_of(names: set[str]) -> Callable[[bytes], bool]:
-    """A test for a definition of one of `names` (`def name(`), one pattern for all of them."""
-    alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))
-    pattern = re.compile(rb"def (?:" + alternatives + rb")\(")
-    return lambda data: pattern.search(data) is not None
-
-
-def _calls_of(names: set[str]) -> Optional[Callable[[bytes], bool]]:
-    """A test for a call of one of `names` (`name(`, `.name(`, not `other_name(`); None for no names.
-
-    A plain `in` test first (the cheapest there is), the pattern only on the files it lets through.
-    """
-    if not names:
-        return None
-    words = tuple(name.encode() + b"(" for name in sorted(names))
-    alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))
-    pattern = re.compile(rb"(?<![\w])(?:" + alternatives + rb")\(")
-    return lambda data: any(word in data for word in words) and pattern.search(data) is not None
 
 
 def _summarize(path: str, data: bytes, contract: Contract) -> Optional[FileSummary]:

@@ -1,0 +1,52 @@
+"""The project index's name rounds read each file's called and defined names once per content."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kvlint.running.file_words
+from kvlint.running.cache import ResultCache, digest
+from kvlint.running.file_words import FileWords, WordIndex, read_words
+
+SOURCES = {
+    "plain.py": b"x = first(fb)\n",
+    "method.py": b"loc = self.pool.first(fb)\n",
+    "longer.py": b"loc = not_first(fb)\ny = first (fb)\n",
+    "defines.py": b"def first(fb):\n    return fb\n",
+    "unicode.py": "def caf\u00e9(fb):\n    return caf\u00e9(fb)\n".encode(),
+}
+
+
+def index(sources: dict[str, bytes], cache: ResultCache | None = None) -> WordIndex:
+    return WordIndex(sources, cache, {path: digest(data) for path, data in sources.items()})
+
+
+def test_a_call_is_the_name_or_a_method_of_it_never_a_longer_name() -> None:
+    # `def first(` reads as a call too: the index asks for files naming a helper, as it always did.
+    assert index(SOURCES).calling({"first"}) == ["plain.py", "method.py", "defines.py"]
+
+
+def test_a_definition_is_def_name() -> None:
+    assert index(SOURCES).defining({"first", "unknown"}) == ["defines.py"]
+
+
+def test_a_name_beyond_ascii_words_is_looked_for_in_the_bytes() -> None:
+    words = index(SOURCES)
+    assert words.calling({"caf\u00e9"}) == ["unicode.py"] and words.defining({"caf\u00e9"}) == ["unicode.py"]
+
+
+def test_one_edited_file_is_the_only_one_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = ResultCache(tmp_path, "key")
+    index(SOURCES, cache).calling({"first"})
+    read: list[bytes] = []
+
+    def counting(data: bytes) -> FileWords:
+        read.append(data)
+        return read_words(data)
+
+    monkeypatch.setattr(kvlint.running.file_words, "read_words", counting)
+    edited = {**SOURCES, "longer.py": b"loc = first(fb)\n"}
+    assert index(edited, cache).calling({"first"}) == ["plain.py", "method.py", "longer.py", "defines.py"]
+    assert read == [b"loc = first(fb)\n"]
