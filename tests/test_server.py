@@ -347,3 +347,58 @@ def test_syntax_error_crashing_rule_and_edit_storm(tmp_path: Path, monkeypatch: 
         assert None not in versions and versions == sorted(versions)  # type: ignore[type-var]
 
     run_session(tmp_path, scenario, "-c", CRASHING_KV201)
+
+
+# The server with re-reading a file's project facts whole made slow, as on a large backend.
+SLOW_FACTS = (
+    "import time\n"
+    "from kvlint.running.live import Workspace\n"
+    "read = Workspace.facts_of\n"
+    "def slow(self, shown, data):\n"
+    "    time.sleep(5)\n"
+    "    return read(self, shown, data)\n"
+    "Workspace.facts_of = slow\n"
+    "from kvlint.face.server import serve\n"
+    "serve()\n"
+)
+FACTS_AND_A_BODY = (
+    "from model_executor.forward_batch_info import ForwardBatch\n"
+    "\n\n"
+    "def prepare(batch: ForwardBatch, info):\n"
+    "    batch.spec_info = info\n"
+    "\n\n"
+    "def write(pool, layer, fb, k, v):\n"
+    "    return k\n"
+)
+
+
+def test_an_edit_is_checked_while_the_facts_of_the_last_one_are_read(tmp_path: Path, monkeypatch: Any) -> None:
+    """An edit in a function's body keeps the file's project facts from the text before; they are
+    read again whole after a quiet second, beside the checks: the next edit is not queued behind it."""
+    example = rule_by_code("KV301").INVALID[0]
+    for name, text in {**example.files, "eng/backend.py": FACTS_AND_A_BODY}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "kvlint.toml").write_text("")
+    monkeypatch.chdir(tmp_path)
+
+    def body_edit(number: int) -> str:
+        return FACTS_AND_A_BODY.replace("    return k\n", f"    k = k + {number}\n    return k\n")
+
+    async def scenario(s: Session) -> None:
+        def version_published(version: int) -> Optional[types.PublishDiagnosticsParams]:
+            return next((p for p in s.diagnostics.get(s.uri("eng/backend.py"), []) if p.version == version), None)
+
+        s.open("eng/backend.py")
+        await s.published("eng/backend.py")
+        edited = s.change("eng/backend.py", body_edit(1))
+        await s.until(lambda: version_published(edited), "the edit's diagnostics")
+        # The facts of that text are now being read (after a quiet second; 5 s in this server).
+        await asyncio.sleep(1.5)
+        started = time.monotonic()
+        next_edit = s.change("eng/backend.py", body_edit(2))
+        published = await s.until(lambda: version_published(next_edit), "the next edit's diagnostics")
+        assert list(published.diagnostics) == []
+        assert time.monotonic() - started < 3.0
+
+    run_session(tmp_path, scenario, "-c", SLOW_FACTS)

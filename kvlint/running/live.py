@@ -55,7 +55,7 @@ class FileCheck:
     findings: list[Finding]
     errors: list[RunError]
     facts: dict[str, Any] = field(default_factory=dict)
-    # The facts are an earlier text's (lines may have moved): `Workspace.read_facts_of` reads them again.
+    # The facts are an earlier text's (lines may have moved): `Workspace.facts_of` reads them again.
     facts_stale: bool = False
     # What was checked: "whole", "function" (the one an edit changed), "kept" (nothing) or "cached"
     # (the saved text, as `kvlint check` left it in the result cache).
@@ -208,14 +208,20 @@ class Workspace:
         findings = sorted(outcome.findings, key=lambda finding: finding.sort_key)
         return TextCheck(request, data.splitlines(keepends=True), findings, outcome, facts, how="cached")
 
-    def read_facts_of(self, shown: str, data: bytes) -> dict[str, Any]:
-        """The project facts of `data`, the text of `shown`, read whole (and kept for its next edits)."""
+    def facts_of(self, shown: str, data: bytes) -> dict[str, Any]:
+        """The project facts of `data`, the text of `shown`, read whole.
+
+        Changes nothing and reads nothing a check changes, so a server may run it beside the
+        checks; `keep_facts` then hands the result to the next edits of `shown`.
+        """
         request = self._request(shown, data, project_only=True)
-        facts = {} if request is None else self._check_request(request, data).facts
+        return {} if request is None else self._check_request(request, data).facts
+
+    def keep_facts(self, shown: str, data: bytes, facts: dict[str, Any]) -> None:
+        """Facts of `data` read whole (`facts_of`), kept if `data` is still the last text checked of `shown`."""
         last = self._last.get(shown)
         if last is not None and b"".join(last.lines) == data:
             last.facts, last.facts_stale = facts, False
-        return facts
 
     def forget(self, shown: str) -> None:
         """`shown` is no longer edited: its last check is not kept."""

@@ -1,7 +1,8 @@
 """The language server: documents in, diagnostics, code actions and hovers out.
 
 All checking happens on one worker thread, in `kvlint.running.live.Workspace`,
-so the event loop keeps reading the client's messages. A change schedules a
+so the event loop keeps reading the client's messages; only re-reading an
+edited file's project facts whole runs on a second one, beside the checks. A change schedules a
 check after a short pause (`DEBOUNCE_S`); a newer change cancels it, and a
 result whose document changed meanwhile is dropped, so after an edit storm
 only the final text's diagnostics are published.
@@ -53,6 +54,9 @@ class KvlintServer(LanguageServer):
         self.state: Optional[Workspace] = None
         self._ready: Optional[asyncio.Future[Workspace]] = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvlint-check")
+        # Re-reading a large file's project facts whole takes seconds: beside the checks, so an
+        # edit typed meanwhile is not queued behind it.
+        self._facts_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvlint-facts")
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._facts_pending: dict[str, asyncio.Task[None]] = {}
         # Per open document (by path as `kvlint check` shows it): its last check and the text checked.
@@ -150,9 +154,12 @@ class KvlintServer(LanguageServer):
         state, data = self.state, self.texts.get(shown)
         if state is None or data is None or self.versions.get(shown) != version:
             return
-        facts = await self.on_worker(lambda: state.read_facts_of(shown, data))
+        facts = await asyncio.get_running_loop().run_in_executor(self._facts_worker, lambda: state.facts_of(shown, data))
         checked = self.live.get(shown)
         if checked is None or self.versions.get(shown) != version:
+            return
+        await self.on_worker(lambda: state.keep_facts(shown, data, facts))
+        if self.live.get(shown) is not checked:
             return
         checked.facts, checked.facts_stale = facts, False
         await self.publish_project(state, also=shown)
