@@ -15,6 +15,7 @@ import kvlint.running.engine
 from kvlint.running.cache import GITIGNORE
 from kvlint.api.config import load_config
 from kvlint.running.engine import RunOptions, RunResult, run
+from kvlint.running.registry import rule_by_code
 from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
@@ -254,3 +255,29 @@ def test_a_project_rule_reruns_only_when_a_file_it_read_changes(in_tmp: Path, co
     )
     assert lint(select=("KV301",)).findings == []
     assert counter.take() == 1
+
+
+def test_a_project_rule_is_not_run_again_for_an_edit_that_leaves_its_facts_as_they_were(
+    in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its result is kept under the facts themselves: a comment appended to the builder changes the
+    file, not what it tells KV301; a line added above the batch class moves the finding."""
+    (in_tmp / "batch.py").write_text(TBO_BATCH)
+    (in_tmp / "builder.py").write_text(TBO_BUILDER)
+    rule = rule_by_code("KV301")
+    finished = []
+    real = rule.finish
+
+    def counting(self: Any, facts: Any) -> Any:
+        finished.append(1)
+        return real(self, facts)
+
+    monkeypatch.setattr(rule, "finish", counting)
+    cold = lint(select=("KV301",))
+    assert [finding.code for finding in cold.findings] == ["KV301"] and len(finished) == 1
+    (in_tmp / "builder.py").write_text(TBO_BUILDER + "# reviewed\n")
+    assert summary(lint(select=("KV301",))) == summary(cold)
+    assert len(finished) == 1
+    (in_tmp / "batch.py").write_text("# the batch\n" + TBO_BATCH)
+    [moved] = lint(select=("KV301",)).findings
+    assert moved.line == cold.findings[0].line + 1 and len(finished) == 2

@@ -240,7 +240,7 @@ class ResultCache:
 
 
 def project_inputs(code: str, digests: Iterable[tuple[str, bytes]]) -> bytes:
-    """The identity of a project rule's inputs: which files gave it facts, at which content."""
+    """The identity of a project rule's inputs: which files gave it facts, and the facts' digests."""
     hasher = hashlib.sha256(code.encode())
     for path, content_digest in sorted(digests):
         hasher.update(path.encode() + b"\0" + content_digest)

@@ -13,14 +13,13 @@ again: a run the cache answers entirely never loads the parser.
 from __future__ import annotations
 
 import logging
-import pickle
 import subprocess
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from kvlint.running.cache import ProjectEntry, ResultCache, dataclass_identity, digest, project_inputs, run_key
+from kvlint.running.cache import ResultCache, dataclass_identity, digest, run_key
 from kvlint.api.config import Config, ConfigError
 from kvlint.api.contract import Contract
 from kvlint.running.discovery import discover, display_path, tree_of
@@ -29,8 +28,8 @@ from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.running.project_facts import helper_views, with_view
 from kvlint.running.prove import Certificate, prove_scope
-from kvlint.running.selection import per_file_ignored
-from kvlint.running.decide import FileDecisions, project_candidate, unused_ignores
+from kvlint.running.decide import unused_ignores
+from kvlint.running.project_run import Checked, ProjectRun
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
 from kvlint.running.workers import Progress, check_all
 
@@ -54,20 +53,6 @@ class RunResult:
     @property
     def has_unchecked_file(self) -> bool:
         return any(error.unchecked for error in self.errors)
-
-
-@dataclass(frozen=True)
-class _Checked:
-    """One file's result, fresh or from the cache."""
-
-    # None: no selected rule's trigger words, so the file was not parsed.
-    outcome: Optional[FileOutcome]
-    facts: dict[str, Any] = field(default_factory=dict)
-    # Facts from the cache stay pickled until a project rule has to run again.
-    facts_pickled: bool = False
-
-    def fact(self, code: str) -> Any:
-        return pickle.loads(self.facts[code]) if self.facts_pickled else self.facts[code]
 
 
 def run(config: Config, options: RunOptions, progress: Optional[Progress] = None) -> RunResult:
@@ -116,7 +101,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     phases.done("index", "%d files call a helper the project index knows", len(views))
     digests = {shown: with_view(content, views.get(shown)) for shown, content in digests.items()}
 
-    checked: dict[str, _Checked] = {}
+    checked: dict[str, Checked] = {}
     # Files the cache says have a fix to apply go straight to the fixing pass.
     known_fixable: set[str] = set()
     for shown in by_path:
@@ -126,14 +111,14 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         if _has_fix_to_apply(entry[1], options.fix):
             known_fixable.add(shown)
         else:
-            checked[shown] = _Checked(entry[1], entry[2], facts_pickled=True)
+            checked[shown] = Checked(entry[1], entry[2], facts_pickled=True)
     misses = [shown for shown in by_path if shown not in checked]
     if result_cache is None:
         phases.done("cache", "off")
     else:
         phases.done("cache", "%d of %d files answered by the cache", len(by_path) - len(misses), len(by_path))
     for shown in misses:
-        checked[shown] = _Checked(None)
+        checked[shown] = Checked(None)
     wanted = [shown for shown in misses if triggers.wanted(by_path[shown]) or shown in views]
     phases.done(
         "prefilter", "%d files hold a selected rule's trigger words; %d do not and are not parsed",
@@ -143,13 +128,13 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         for shown in sorted(set(misses) - set(wanted)):
             log.debug("not parsed %s: no selected rule's trigger words", shown)
 
-    def check_files(shown_paths: list[str], with_options: RunOptions, into: dict[str, _Checked] = checked) -> None:
+    def check_files(shown_paths: list[str], with_options: RunOptions, into: dict[str, Checked] = checked) -> None:
         work = file_requests(plan(), with_options, config, contract, shown_paths, everything, config_paths, views)
         if shown_paths and shown_paths[0] in context_by_path:
             # Context files give only their project facts.
             work = [(replace(request, rules=()), data) for request, data in work if request.project_rules]
         for (request, _data), result in zip(work, check_all(work, with_options.jobs, progress)):
-            into[request.path] = _Checked(result.outcome, result.facts)
+            into[request.path] = Checked(result.outcome, result.facts)
 
     # Fixing needs the whole file parsed; finding needs only the flaggable
     # functions. So `fix` first checks like `check`, then parses whole only the
@@ -189,7 +174,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         if outcome.fixed_source is not None:
             fixed[shown] = (by_path[shown], outcome.fixed_source)
 
-    project = _Project(plan, config, config_paths, everything, digests, result_cache, options.fix)
+    project = ProjectRun(plan, config, config_paths, everything, digests, result_cache, options.fix)
     with_context = _with_context(checked, context_by_path, triggers, result_cache, digests,
                                  lambda missing, into: check_files(missing, replace(options, fix=None), into))
     order = [shown for shown in (display_path(path, cwd) for path in whole or scope.files) if shown in with_context]
@@ -214,18 +199,18 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
 
 
 def _with_context(
-    checked: dict[str, _Checked],
+    checked: dict[str, Checked],
     context: dict[str, bytes],
     triggers: Any,
     result_cache: Optional[ResultCache],
     digests: dict[str, bytes],
     check_files: Callable[..., None],
-) -> dict[str, _Checked]:
+) -> dict[str, Checked]:
     """The checked files and, under --changed, the rest of the scope's project facts (cached by content)."""
     if not context or not triggers.project_codes:
         return checked
     cached = {shown: result_cache.project_facts(shown, digests[shown]) for shown in context} if result_cache else {}
-    found = {shown: _Checked(None, facts, facts_pickled=True) for shown, facts in cached.items() if facts is not None}
+    found = {shown: Checked(None, facts, facts_pickled=True) for shown, facts in cached.items() if facts is not None}
     missing = [shown for shown, data in context.items() if shown not in found and triggers.wanted(data)]
     if missing:
         check_files(missing, found)
@@ -304,96 +289,3 @@ def _config_relative(path: Path, config: Config) -> str:
         return path.relative_to(config.root.resolve()).as_posix()
     except ValueError:
         return path.as_posix()
-
-
-class _Project:
-    """Project rules: run each over the facts the files gave it, decide its findings, apply its edits."""
-
-    def __init__(
-        self,
-        plan: Callable[[], Plan],
-        config: Config,
-        config_paths: dict[str, str],
-        sources: dict[str, bytes],
-        digests: dict[str, bytes],
-        result_cache: Optional[ResultCache],
-        fix: Optional[Applicability],
-    ) -> None:
-        self._plan = plan
-        self._config = config
-        self._config_paths = config_paths
-        self._sources = sources
-        self._digests = digests
-        self._cache = result_cache
-        self._fix = fix
-        # Suppressions (line, column) that project findings used, by path: not KV001.
-        self.used: dict[str, set[tuple[int, int]]] = {}
-        # How the last rule's findings came about, for `-v`.
-        self.answered_by = ""
-
-    def run_rule(
-        self, code: str, checked: dict[str, _Checked], fixed: dict[str, tuple[bytes, bytes]], errors: list[RunError]
-    ) -> list[Finding]:
-        contributors = [shown for shown, result in checked.items() if code in result.facts]
-        digests = self._digests
-        inputs = project_inputs(code, ((shown, digests[shown]) for shown in contributors)) if self._cache else b""
-        if self._cache is not None and self._fix is None:
-            known = self._cache.project(code, inputs, digests)
-            if known is not None:
-                self.answered_by = "from the cache"
-                for path, line, column in known.used:
-                    self.used.setdefault(path, set()).add((line, column))
-                return list(known.findings)
-        project_rule = self._plan().project_rule(code)
-        self.answered_by = f"ran over the facts of {len(contributors)} files"
-        try:
-            violations = project_rule.finish({shown: checked[shown].fact(code) for shown in contributors})
-        except Exception as exc:  # noqa: BLE001 - isolation, as for per-file rules
-            errors.append(RunError("<project>", f"internal error in rule {code}: {exc!r}", internal=True))
-            return []
-        decisions: dict[str, FileDecisions] = {}
-        produced = []
-        for violation in violations:
-            if violation.path not in decisions:
-                decisions[violation.path] = self._decisions(violation.path, code)
-            finding = decisions[violation.path].admit(project_candidate(project_rule, violation))
-            if finding is None:
-                continue
-            produced.append(finding)
-            if violation.fix is not None and fix_allowed(violation.fix.applicability, self._fix):
-                _apply_project_edit(violation.fix, self._sources, fixed, errors)
-        used = tuple(sorted((path, *where) for path, decided in decisions.items() for where in decided.used))
-        for path, line, column in used:
-            self.used.setdefault(path, set()).add((line, column))
-        if self._cache is not None:
-            # A suppression comment in the file a finding sits in is an input too.
-            read = tuple(sorted({(v.path, digests[v.path]) for v in violations if v.path in digests}))
-            self._cache.store_project(code, ProjectEntry(inputs, read, tuple(produced), used))
-        return produced
-
-    def _decisions(self, path: str, code: str) -> FileDecisions:
-        data = self._sources.get(path)
-        if data is None:
-            # Out of scope (the fix target of a rule reading a wider tree): nothing to decide from.
-            return FileDecisions(path)
-        ignored = per_file_ignored(self._config_paths[path], self._config.per_file_ignores, [code])
-        return FileDecisions.for_source(path, ignored, data.decode("utf-8", errors="replace"))
-
-
-def _apply_project_edit(
-    edit: Any, sources: dict[str, bytes], fixed: dict[str, tuple[bytes, bytes]], errors: list[RunError]
-) -> None:
-    # Only a `fix` with a project rule's edit needs it, and it loads LibCST.
-    from kvlint.fix.project_edit import insert_after_line
-
-    original = sources.get(edit.path)
-    if original is None:
-        errors.append(RunError(edit.path, "fix target is not in scope; not applied"))
-        return
-    current = fixed.get(edit.path, (original, original))[1]
-    try:
-        updated = insert_after_line(current, edit.after_line, edit.text)
-    except (ValueError, SyntaxError) as exc:
-        errors.append(RunError(edit.path, f"fix not applied: {exc}"))
-        return
-    fixed[edit.path] = (original, updated)
