@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
 import subprocess
 import sys
@@ -173,6 +174,21 @@ def test_a_truncated_cache_file_is_ignored(in_tmp: Path) -> None:
     [path] = cache_files(in_tmp)
     path.write_bytes(path.read_bytes()[:40])
     assert summary(lint()) == summary(cold)
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_loading_the_cache_leaves_the_garbage_collector_as_it_found_it(in_tmp: Path, collecting: bool) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    lint()
+    [path] = cache_files(in_tmp)
+    for content in (path.read_bytes(), b"not a pickle"):
+        path.write_bytes(content)
+        (gc.enable if collecting else gc.disable)()
+        try:
+            kvlint.running.cache.ResultCache(in_tmp / ".kvlint_cache", path.stem)
+            assert gc.isenabled() == collecting
+        finally:
+            gc.enable()
 
 
 def test_entries_of_deleted_files_are_dropped(in_tmp: Path) -> None:
