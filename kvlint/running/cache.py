@@ -116,6 +116,9 @@ class ResultCache:
         self._directory = directory
         self._path = directory / f"v{FORMAT}" / f"{key}.pickle"
         self._contents = _load(self._path)
+        # What was loaded lives until the run ends: the collections a run makes (LibCST's trees
+        # make many) need not walk it again each time. `save` hands it back to the collector.
+        gc.freeze()
         self._dirty = False
 
     def file(self, path: str, content_digest: bytes) -> Optional[FileEntry]:
@@ -208,6 +211,7 @@ class ResultCache:
 
         Entries for files not in this run are kept while the file still exists.
         """
+        gc.unfreeze()
         seen = set(seen)
         gone = [path for path in self._contents.files if path not in seen and not os.path.exists(path)]
         if not self._dirty and not gone:
