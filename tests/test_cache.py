@@ -13,7 +13,7 @@ import pytest
 
 import kvlint.running.cache
 import kvlint.running.engine
-from kvlint.running.cache import GITIGNORE
+from kvlint.running.cache import GITIGNORE, ResultCache
 from kvlint.api.config import load_config
 from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.running.registry import rule_by_code
@@ -245,6 +245,28 @@ def test_two_concurrent_runs_leave_a_valid_cache(in_tmp: Path) -> None:
     warm = _kvlint(in_tmp, "--jobs", "2", ".")
     assert warm.stdout == outputs[0]
     assert "libcst" not in warm.stderr
+
+
+def test_saving_reads_the_file_again_only_when_another_run_replaced_it(
+    in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("a.py", "b.py"):
+        (in_tmp / name).write_text(UNRELATED)
+    directory = in_tmp / ".kvlint_cache"
+    ours, theirs = ResultCache(directory, "key"), ResultCache(directory, "key")
+    theirs.store_file("b.py", b"b", None, {})
+    theirs.save(["b.py"])
+    ours.store_file("a.py", b"a", None, {})
+    ours.save(["a.py"])
+    assert set(ResultCache(directory, "key")._contents.files) == {"a.py", "b.py"}, "the other run's entry is kept"
+    alone = ResultCache(directory, "key")
+    alone.store_file("a.py", b"a2", None, {})
+    reads: list[Path] = []
+    real = kvlint.running.cache._load
+    monkeypatch.setattr(kvlint.running.cache, "_load", lambda path: reads.append(path) or real(path))
+    alone.save(["a.py"])
+    assert reads == []
+    assert ResultCache(directory, "key").file("a.py", b"a2") is not None
 
 
 def test_a_warm_run_never_imports_libcst(in_tmp: Path) -> None:

@@ -115,6 +115,8 @@ class ResultCache:
     def __init__(self, directory: Path, key: str) -> None:
         self._directory = directory
         self._path = directory / f"v{FORMAT}" / f"{key}.pickle"
+        # The file as it was read: still so at `save`, no concurrent run wrote it meanwhile.
+        self._read_as = _file_identity(self._path)
         self._contents = _load(self._path)
         # What was loaded lives until the run ends: the collections a run makes (LibCST's trees
         # make many) need not walk it again each time. `save` hands it back to the collector.
@@ -217,7 +219,8 @@ class ResultCache:
         if not self._dirty and not gone:
             _touch(self._path)
             return
-        merged = _load(self._path)
+        # Reading the file again (0.4 s over sglang/srt) only when another run replaced it.
+        merged = _load(self._path) if _file_identity(self._path) != self._read_as else _Contents()
         for path, entry in merged.files.items():
             if path not in seen and path not in self._contents.files and os.path.exists(path):
                 self._contents.files[path] = entry
@@ -250,6 +253,14 @@ def project_inputs(code: str, digests: Iterable[tuple[str, bytes]]) -> bytes:
     for path, content_digest in sorted(digests):
         hasher.update(path.encode() + b"\0" + content_digest)
     return hasher.digest()
+
+
+def _file_identity(path: Path) -> Optional[tuple[int, int, int]]:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 def _load(path: Path) -> _Contents:
