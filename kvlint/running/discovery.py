@@ -11,10 +11,10 @@ import errno
 import os
 import stat
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 from kvlint.api.config import ConfigError
 
@@ -33,6 +33,9 @@ class Scope:
     files: tuple[Path, ...]
     # Paths skipped for a reason the user should see (broken link, link outside the tree).
     skipped: tuple[tuple[str, str], ...]
+    # Each file's real path (links resolved), worked out once as the walk goes: `Path.resolve`
+    # costs a stat per path component, which over a tree of thousands of files adds up.
+    real: Mapping[Path, Path] = field(default_factory=dict)
 
 
 def display_path(path: Path, cwd: Path) -> str:
@@ -44,15 +47,15 @@ def display_path(path: Path, cwd: Path) -> str:
 
 def discover(paths: Sequence[Path], exclude: Sequence[str], exclude_root: Path) -> Scope:
     cwd = Path.cwd()
-    found: dict[Path, None] = {}
+    found: dict[Path, Path] = {}
     skipped: list[tuple[str, str]] = []
     for given in paths:
         absolute = Path(os.path.abspath(given))
         if not absolute.exists() and not absolute.is_symlink():
             raise ConfigError(f"path does not exist: {given}")
         if absolute.is_dir() and not absolute.is_symlink():
-            candidates = list(_walk(absolute, skipped, cwd))
-            candidates = _drop_git_ignored(absolute, candidates)
+            walked: dict[Path, Path] = dict(_walk(absolute, skipped, cwd))
+            candidates = _drop_git_ignored(absolute, list(walked))
         else:
             # A file named explicitly is checked even if excluded by a directory rule,
             # and even when it is a link out of the tree: the user asked for it.
@@ -61,35 +64,41 @@ def discover(paths: Sequence[Path], exclude: Sequence[str], exclude_root: Path) 
                 skipped.append((display_path(absolute, cwd), reason))
                 continue
             candidates = [absolute]
+            walked = {absolute: absolute.resolve()}
         for candidate in candidates:
             if not _excluded(candidate, exclude, exclude_root):
-                found.setdefault(candidate, None)
-    return Scope(tuple(sorted(_one_path_per_file(found))), tuple(skipped))
+                found.setdefault(candidate, walked[candidate])
+    files = tuple(sorted(_one_path_per_file(found)))
+    return Scope(files, tuple(skipped), {path: found[path] for path in files})
 
 
-def tree_of(in_scope: Sequence[Path], include: Sequence[str], exclude: Sequence[str], root: Path) -> list[Path]:
+def tree_of(in_scope: Scope, include: Sequence[str], exclude: Sequence[str], root: Path) -> Scope:
     """The whole tree a narrower run (`--changed`, the pre-commit hook's file list) is part of:
     its own scope and the configured include. The project index and the contract read it all."""
     # The include's own order first: project rules then meet facts in a whole-tree run's order.
-    by_resolved = {path.resolve(): path for path in in_scope}
-    tree = [by_resolved.pop(path.resolve(), path) for path in discover([root / part for part in include], exclude, root).files]
-    return tree + list(by_resolved.values())
+    by_real = {in_scope.real[path]: path for path in in_scope.files}
+    included = discover([root / part for part in include], exclude, root)
+    tree = [by_real.pop(included.real[path], path) for path in included.files]
+    files = tuple(tree + list(by_real.values()))
+    return Scope(files, (), {**included.real, **in_scope.real})
 
 
-def _one_path_per_file(paths: Iterable[Path]) -> list[Path]:
+def _one_path_per_file(paths: Mapping[Path, Path]) -> list[Path]:
     """Drop links to a file that is in scope under another path: it would be checked (and fixed) twice."""
     chosen: dict[Path, Path] = {}
-    for path in paths:
-        target = path.resolve()
+    for path, target in paths.items():
         if target not in chosen or chosen[target].is_symlink():
             chosen[target] = path
     return list(chosen.values())
 
 
-def _walk(root: Path, skipped: list[tuple[str, str]], cwd: Path) -> Iterable[Path]:
+def _walk(root: Path, skipped: list[tuple[str, str]], cwd: Path) -> Iterable[tuple[Path, Path]]:
+    """Each Python file under `root` with its real path."""
     resolved_root = root.resolve()
     for directory, dirnames, filenames in os.walk(root, followlinks=False, onerror=None):
         base = Path(directory)
+        # No symlinked directory is walked, so below the root every directory is where it seems.
+        real_base = resolved_root / base.relative_to(root)
         kept = []
         for name in sorted(dirnames):
             child = base / name
@@ -110,7 +119,7 @@ def _walk(root: Path, skipped: list[tuple[str, str]], cwd: Path) -> Iterable[Pat
             if reason is not None:
                 skipped.append((display_path(path, cwd), reason))
                 continue
-            yield path
+            yield path, path.resolve() if path.is_symlink() else real_base / name
 
 
 def _unusable(path: Path, tree: Optional[Path]) -> Optional[str]:

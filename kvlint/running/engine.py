@@ -70,17 +70,18 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     # Under --changed, or with paths narrower than the configured include (the pre-commit hook),
     # the rest of the tree is context: the contract, the helpers' facts and KV301's facts come
     # from it as in a whole-tree run, but nothing is reported there.
-    whole = tree_of(scope.files, config.include, config.exclude, config.root) if options.changed or options.paths else []
-    reading = {path.resolve() for path in sources}
-    context, _unread = _read_all([path for path in whole if path.resolve() not in reading], cwd)
+    whole = tree_of(scope, config.include, config.exclude, config.root) if options.changed or options.paths else None
+    reading = {scope.real[path] for path in sources}
+    context, _unread = _read_all([path for path in whole.files if whole.real[path] not in reading] if whole else [], cwd)
     phases.done("read", "%d files read, %d could not be, %d of context", len(sources), len(read_errors), len(context))
     contract, cached = contract_for(config, {**context, **sources}, options.cache)
     learned = [key for key, source in contract.sources if source.startswith("learned")]
     phases.done("contract", "%s: %s", "cached" if cached else "learned from the tree", ", ".join(learned) or "nothing")
     by_path = {display_path(path, cwd): data for path, data in sources.items()}
-    config_paths = {display_path(path, cwd): _config_relative(path, config) for path in sources}
+    root = config.root.resolve()
+    config_paths = {display_path(path, cwd): _config_relative(path, root) for path in sources}
     context_by_path = {display_path(path, cwd): data for path, data in context.items()}
-    config_paths.update({display_path(path, cwd): _config_relative(path, config) for path in context})
+    config_paths.update({display_path(path, cwd): _config_relative(path, root) for path in context})
     result_cache = run_cache(config, options, contract, cwd) if options.cache else None
 
     @cache
@@ -177,7 +178,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     project = ProjectRun(plan, config, config_paths, everything, digests, result_cache, options.fix)
     with_context = _with_context(checked, context_by_path, triggers, result_cache, digests,
                                  lambda missing, into: check_files(missing, replace(options, fix=None), into))
-    order = [shown for shown in (display_path(path, cwd) for path in whole or scope.files) if shown in with_context]
+    order = [shown for shown in (display_path(path, cwd) for path in (whole or scope).files) if shown in with_context]
     with_context = {shown: with_context[shown] for shown in order}
     for code in triggers.project_codes:
         produced = project.run_rule(code, with_context, fixed, errors)
@@ -284,8 +285,9 @@ def _git(args: list[str], cwd: Path) -> Optional[str]:
     return result.stdout if result.returncode == 0 else None
 
 
-def _config_relative(path: Path, config: Config) -> str:
+def _config_relative(path: Path, root: Path) -> str:
+    """`path` as the configuration's per-file patterns see it: relative to the resolved config root."""
     try:
-        return path.relative_to(config.root.resolve()).as_posix()
+        return path.relative_to(root).as_posix()
     except ValueError:
         return path.as_posix()

@@ -88,7 +88,7 @@ class Workspace:
         self.contract: Contract = contract_for(self.config, sources, cache=True, store=False)[0]
         self.plan: Plan = make_plan(self.config, self.options, self.contract)
         # The saved bytes of the files in scope, by path as `kvlint check` run at the root shows them.
-        self.saved: dict[str, bytes] = {self.shown(path): data for path, data in sources.items()}
+        self.saved: dict[str, bytes] = {display_path(scope.real[path], self.root): data for path, data in sources.items()}
         self._in_scope = set(self.saved)
         # Files outside `include` asked about once (discovery may ask git): path -> checked or not.
         self._scope_answers: dict[str, bool] = {}
