@@ -72,7 +72,11 @@ def test_without_the_cache_the_contract_is_neither_read_nor_written(tree: Path, 
     assert len(learned) == 1
 
 
-@pytest.mark.parametrize("content", [b"not a pickle", pickle.dumps({b"key": "not a contract"}), pickle.dumps([1, 2])])
+@pytest.mark.parametrize(
+    "content",
+    [b"not a pickle", pickle.dumps({b"key": "not a contract"}), pickle.dumps([1, 2])],
+    ids=["corrupt", "foreign values", "foreign type"],
+)
 def test_a_corrupt_or_foreign_contract_file_is_ignored_and_rewritten(tree: Path, content: bytes) -> None:
     expected = lint(cache=False).contract
     cache_file = tree / ".kvlint_cache" / CONTRACT_FILE
