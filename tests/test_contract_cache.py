@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 import pytest
 
 import kvlint.running.contract_cache
+import kvlint.running.learn_doors
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
 from kvlint.running.contract_cache import CONTRACT_FILE
@@ -62,6 +63,25 @@ def test_an_edit_that_changes_a_learned_door_is_learned_again(tree: Path) -> Non
     assert "store_rows" not in dict(lint().contract.write_doors)
 
 
+def test_after_an_edit_door_learning_parses_only_the_new_methods(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lint()
+    parsed: list[bytes] = []
+    real = kvlint.running.learn_doors._Piece.parse
+
+    def counting(piece: Any) -> Any:
+        parsed.append(piece.text)
+        return real(piece)
+
+    monkeypatch.setattr(kvlint.running.learn_doors._Piece, "parse", counting)
+    (tree / "engine" / "extra.py").write_text(
+        "from engine.write_loc import unwrap_write_loc\n\n\nclass Extra:\n"
+        "    def put(self, loc_info):\n        return unwrap_write_loc(loc_info)\n"
+    )
+    assert dict(lint().contract.write_doors) == {"store_rows": 1, "put": 0}
+    # Methods are indented; the module functions checking the mark are read on every learning.
+    assert [text.split(b"(")[0] for text in parsed if text.startswith(b" ")] == [b"    def put"]
+
+
 def test_without_the_cache_the_contract_is_neither_read_nor_written(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lint(cache=False)
     assert not (tree / ".kvlint_cache" / CONTRACT_FILE).exists()
@@ -83,7 +103,7 @@ def test_a_corrupt_or_foreign_contract_file_is_ignored_and_rewritten(tree: Path,
     cache_file.parent.mkdir(exist_ok=True)
     cache_file.write_bytes(content)
     assert lint().contract == expected
-    assert list(pickle.loads(cache_file.read_bytes()).values()) == [expected]
+    assert list(pickle.loads(cache_file.read_bytes()).contracts.values()) == [expected]
 
 
 def test_the_language_server_reads_the_contract_check_left_and_writes_none(

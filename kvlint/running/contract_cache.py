@@ -8,10 +8,12 @@ every file's path and content digest, and which markers the directories above th
 Any edit anywhere in the scope learns again; what is saved is the 2-3 s a warm run over an
 unchanged tree (or a server starting where `kvlint check` ran) would spend.
 
-The contracts of the last few scopes sit in one file at the top of the result cache's directory
-(apart from the run keys' files, which the result cache prunes): the result cache's key holds the
-contract, so the contract must be known before that cache is opened. A file that cannot be read
-back, or holds anything else, is taken as empty and rewritten.
+The contracts of the last few scopes, and what door learning read of each method it parsed
+(`learn_doors.methods_used`: an edited tree parses only the edited file's methods again), sit in
+one file at the top of the result cache's directory (apart from the run keys' files, which the
+result cache prunes): the result cache's key holds the contract, so the contract must be known
+before that cache is opened. A file that cannot be read back, or holds anything else, is taken
+as empty and rewritten.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from __future__ import annotations
 import hashlib
 import pickle
 from pathlib import Path
-from typing import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
 from kvlint.running.cache import dataclass_identity, digest, prepare_directory, run_key, write_atomically
 from kvlint.running.learn import _ROOT_MARKERS, learn_contract
+from kvlint.running.learn_doors import methods_used, recall_methods
 
 CONTRACT_FILE = "contract.pickle"
 # Scopes kept: a whole-tree run, a server's `include`, a run of a subdirectory or two.
@@ -43,13 +47,22 @@ def contract_for(
     directory = config.root / config.cache_dir
     key = scope_key(config, sources)
     known = _load(directory / CONTRACT_FILE)
-    contract = known.get(key)
+    contract = known.contracts.get(key)
     if contract is not None:
         return contract, True
+    recall_methods(known.methods)
     contract = learn_contract(config, sources)
     if store:
         _save(directory, key, contract, known)
     return contract, False
+
+
+@dataclass
+class _Stored:
+    contracts: dict[bytes, Contract] = field(default_factory=dict)
+    # What door learning read of each method (`learn_doors.methods_used`): after an edit, learning
+    # parses only the edited file's methods again.
+    methods: dict[Any, Any] = field(default_factory=dict)
 
 
 def scope_key(config: Config, sources: Mapping[Path, bytes]) -> bytes:
@@ -67,24 +80,26 @@ def scope_key(config: Config, sources: Mapping[Path, bytes]) -> bytes:
     return hasher.digest()
 
 
-def _load(path: Path) -> dict[bytes, Contract]:
+def _load(path: Path) -> _Stored:
     try:
         with open(path, "rb") as handle:
-            known = pickle.load(handle)
-    except Exception:  # noqa: BLE001 - missing, truncated, corrupt or foreign: no contract known
-        return {}
-    if not isinstance(known, dict):
-        return {}
-    return {key: value for key, value in known.items() if isinstance(key, bytes) and isinstance(value, Contract)}
+            stored = pickle.load(handle)
+    except Exception:  # noqa: BLE001 - missing, truncated, corrupt or foreign: nothing known
+        return _Stored()
+    if not (isinstance(stored, _Stored) and isinstance(stored.contracts, dict) and isinstance(stored.methods, dict)):
+        return _Stored()
+    contracts = stored.contracts.items()
+    return _Stored({key: value for key, value in contracts if isinstance(key, bytes) and isinstance(value, Contract)},
+                   stored.methods)
 
 
-def _save(directory: Path, key: bytes, contract: Contract, known: dict[bytes, Contract]) -> None:
+def _save(directory: Path, key: bytes, contract: Contract, known: _Stored) -> None:
     # The newest last: the oldest scopes drop out first.
-    kept = [(old, value) for old, value in known.items() if old != key][-(MAX_SCOPES - 1):]
+    kept = [(old, value) for old, value in known.contracts.items() if old != key][-(MAX_SCOPES - 1):]
+    stored = _Stored(dict([*kept, (key, contract)]), methods_used())
     try:
         prepare_directory(directory, directory)
-        data = pickle.dumps(dict([*kept, (key, contract)]), protocol=pickle.HIGHEST_PROTOCOL)
-        write_atomically(directory / CONTRACT_FILE, data)
+        write_atomically(directory / CONTRACT_FILE, pickle.dumps(stored, protocol=pickle.HIGHEST_PROTOCOL))
     except OSError:
         # A read-only checkout or a full disk: the run goes on with the contract it learned.
         return

@@ -21,11 +21,12 @@ subclasses too.
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 from kvlint.api.contract import DEFAULT_WRITE_DOORS, LOC_KEYWORDS
 from kvlint.running.discovery import display_path
@@ -72,9 +73,9 @@ def doors_by_mark(files: list[tuple[Path, bytes]], write_loc_class: str, mark: s
                 if (path, piece.first) in parsed or not piece.holds(encoded):
                     continue
                 parsed.add((path, piece.first))
-                function = piece.parse()
-                if function is not None:
-                    methods[(path, piece.first)] = _Method.read(function, write_loc_class, mark)
+                method = _read_method(piece, write_loc_class, mark)
+                if method is not None:
+                    methods[(path, piece.first)] = method
         found = []
         for (path, _line), method in methods.items():
             door = None if method.name in doors else method.door(path, write_loc_class, mark, checks, doors)
@@ -85,6 +86,40 @@ def doors_by_mark(files: list[tuple[Path, bytes]], write_loc_class: str, mark: s
             break
         words = {f"{name}(" for name in found}
     return sorted(doors.values(), key=lambda door: door.name)
+
+
+# What door learning read of each method it parsed, by the method's text, its first line, the
+# write-loc class and the mark: a pure function of those, so kept across runs (the contract
+# cache saves what the last learning used), and a tree with one file edited parses only that
+# file's methods again.
+_MethodKey = tuple[bytes, int, str, str]
+_METHODS_READ: dict[_MethodKey, Optional["_Method"]] = {}
+_METHODS_USED: dict[_MethodKey, Optional["_Method"]] = {}
+
+
+def _read_method(piece: "_Piece", write_loc_class: str, mark: str) -> Optional["_Method"]:
+    key = (hashlib.sha256(piece.text).digest(), piece.first, write_loc_class, mark)
+    if key not in _METHODS_READ:
+        function = piece.parse()
+        _METHODS_READ[key] = None if function is None else _Method.read(function, write_loc_class, mark)
+    method = _METHODS_USED[key] = _METHODS_READ[key]
+    return method
+
+
+def methods_used() -> dict[_MethodKey, Optional["_Method"]]:
+    """What the last learning read of each method, for the contract cache to keep."""
+    return dict(_METHODS_USED)
+
+
+def recall_methods(read: dict[Any, Any]) -> None:
+    """The methods an earlier run read (the contract cache's), in place of those this process
+    read; an entry of any other shape is left out."""
+    _METHODS_READ.clear()
+    _METHODS_READ.update(
+        (key, method) for key, method in read.items()
+        if isinstance(key, tuple) and len(key) == 4 and (method is None or isinstance(method, _Method))
+    )
+    _METHODS_USED.clear()
 
 
 @dataclass(frozen=True)
