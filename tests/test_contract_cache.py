@@ -92,10 +92,17 @@ def test_without_the_cache_the_contract_is_neither_read_nor_written(tree: Path, 
     assert len(learned) == 1
 
 
+def _older_layout() -> bytes:
+    """What a kvlint whose cache file had only contracts wrote."""
+    stored = object.__new__(kvlint.running.contract_cache._Stored)
+    stored.__dict__["contracts"] = {}
+    return pickle.dumps(stored)
+
+
 @pytest.mark.parametrize(
     "content",
-    [b"not a pickle", pickle.dumps({b"key": "not a contract"}), pickle.dumps([1, 2])],
-    ids=["corrupt", "foreign values", "foreign type"],
+    [b"not a pickle", pickle.dumps({b"key": "not a contract"}), pickle.dumps([1, 2]), _older_layout()],
+    ids=["corrupt", "foreign values", "foreign type", "older layout"],
 )
 def test_a_corrupt_or_foreign_contract_file_is_ignored_and_rewritten(tree: Path, content: bytes) -> None:
     expected = lint(cache=False).contract

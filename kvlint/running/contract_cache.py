@@ -8,8 +8,8 @@ every file's path and content digest, and which markers the directories above th
 Any edit anywhere in the scope learns again; what is saved is the 2-3 s a warm run over an
 unchanged tree (or a server starting where `kvlint check` ran) would spend.
 
-The contracts of the last few scopes, and what door learning read of each method it parsed
-(`learn_doors.methods_used`: an edited tree parses only the edited file's methods again), sit in
+The contracts of the last few scopes, and what learning read of each piece of a file it parsed
+(`kvlint.running.learn_memo`: an edited tree parses only the edited file's pieces again), sit in
 one file at the top of the result cache's directory (apart from the run keys' files, which the
 result cache prunes): the result cache's key holds the contract, so the contract must be known
 before that cache is opened. A file that cannot be read back, or holds anything else, is taken
@@ -28,7 +28,7 @@ from kvlint.api.config import Config
 from kvlint.api.contract import Contract
 from kvlint.running.cache import dataclass_identity, digest, prepare_directory, run_key, write_atomically
 from kvlint.running.learn import _ROOT_MARKERS, learn_contract
-from kvlint.running.learn_doors import methods_used, recall_methods
+from kvlint.running.learn_memo import recall, used
 
 CONTRACT_FILE = "contract.pickle"
 # Scopes kept: a whole-tree run, a server's `include`, a run of a subdirectory or two.
@@ -50,7 +50,7 @@ def contract_for(
     contract = known.contracts.get(key)
     if contract is not None:
         return contract, True
-    recall_methods(known.methods)
+    recall(known.readings)
     contract = learn_contract(config, sources)
     if store:
         _save(directory, key, contract, known)
@@ -60,9 +60,9 @@ def contract_for(
 @dataclass
 class _Stored:
     contracts: dict[bytes, Contract] = field(default_factory=dict)
-    # What door learning read of each method (`learn_doors.methods_used`): after an edit, learning
-    # parses only the edited file's methods again.
-    methods: dict[Any, Any] = field(default_factory=dict)
+    # What learning read of each piece of a file it parsed (`learn_memo`): after an edit, learning
+    # parses only the edited file's pieces again.
+    readings: dict[Any, Any] = field(default_factory=dict)
 
 
 def scope_key(config: Config, sources: Mapping[Path, bytes]) -> bytes:
@@ -86,17 +86,18 @@ def _load(path: Path) -> _Stored:
             stored = pickle.load(handle)
     except Exception:  # noqa: BLE001 - missing, truncated, corrupt or foreign: nothing known
         return _Stored()
-    if not (isinstance(stored, _Stored) and isinstance(stored.contracts, dict) and isinstance(stored.methods, dict)):
+    # Fields are read with a default: a file an older kvlint wrote may lack one.
+    contracts, readings = getattr(stored, "contracts", None), getattr(stored, "readings", None)
+    if not (isinstance(stored, _Stored) and isinstance(contracts, dict) and isinstance(readings, dict)):
         return _Stored()
-    contracts = stored.contracts.items()
-    return _Stored({key: value for key, value in contracts if isinstance(key, bytes) and isinstance(value, Contract)},
-                   stored.methods)
+    kept = {key: value for key, value in contracts.items() if isinstance(key, bytes) and isinstance(value, Contract)}
+    return _Stored(kept, readings)
 
 
 def _save(directory: Path, key: bytes, contract: Contract, known: _Stored) -> None:
     # The newest last: the oldest scopes drop out first.
     kept = [(old, value) for old, value in known.contracts.items() if old != key][-(MAX_SCOPES - 1):]
-    stored = _Stored(dict([*kept, (key, contract)]), methods_used())
+    stored = _Stored(dict([*kept, (key, contract)]), used())
     try:
         prepare_directory(directory, directory)
         write_atomically(directory / CONTRACT_FILE, pickle.dumps(stored, protocol=pickle.HIGHEST_PROTOCOL))

@@ -21,15 +21,16 @@ subclasses too.
 from __future__ import annotations
 
 import ast
-import hashlib
 import re
 import textwrap
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import Iterator, Optional, Union
 
 from kvlint.api.contract import DEFAULT_WRITE_DOORS, LOC_KEYWORDS
 from kvlint.running.discovery import display_path
+from kvlint.running.learn_memo import remembered
 from kvlint.running.learn_tree import DOOR_DEF, parsed_tree
 
 DOOR_NAME = re.compile(r"^_?set_(\w+_)?kv_buffer$")
@@ -73,7 +74,8 @@ def doors_by_mark(files: list[tuple[Path, bytes]], write_loc_class: str, mark: s
                 if (path, piece.first) in parsed or not piece.holds(encoded):
                     continue
                 parsed.add((path, piece.first))
-                method = _read_method(piece, write_loc_class, mark)
+                method = remembered("method", piece.text, (piece.first, write_loc_class, mark),
+                                    partial(_read_method, piece, write_loc_class, mark))
                 if method is not None:
                     methods[(path, piece.first)] = method
         found = []
@@ -86,40 +88,6 @@ def doors_by_mark(files: list[tuple[Path, bytes]], write_loc_class: str, mark: s
             break
         words = {f"{name}(" for name in found}
     return sorted(doors.values(), key=lambda door: door.name)
-
-
-# What door learning read of each method it parsed, by the method's text, its first line, the
-# write-loc class and the mark: a pure function of those, so kept across runs (the contract
-# cache saves what the last learning used), and a tree with one file edited parses only that
-# file's methods again.
-_MethodKey = tuple[bytes, int, str, str]
-_METHODS_READ: dict[_MethodKey, Optional["_Method"]] = {}
-_METHODS_USED: dict[_MethodKey, Optional["_Method"]] = {}
-
-
-def _read_method(piece: "_Piece", write_loc_class: str, mark: str) -> Optional["_Method"]:
-    key = (hashlib.sha256(piece.text).digest(), piece.first, write_loc_class, mark)
-    if key not in _METHODS_READ:
-        function = piece.parse()
-        _METHODS_READ[key] = None if function is None else _Method.read(function, write_loc_class, mark)
-    method = _METHODS_USED[key] = _METHODS_READ[key]
-    return method
-
-
-def methods_used() -> dict[_MethodKey, Optional["_Method"]]:
-    """What the last learning read of each method, for the contract cache to keep."""
-    return dict(_METHODS_USED)
-
-
-def recall_methods(read: dict[Any, Any]) -> None:
-    """The methods an earlier run read (the contract cache's), in place of those this process
-    read; an entry of any other shape is left out."""
-    _METHODS_READ.clear()
-    _METHODS_READ.update(
-        (key, method) for key, method in read.items()
-        if isinstance(key, tuple) and len(key) == 4 and (method is None or isinstance(method, _Method))
-    )
-    _METHODS_USED.clear()
 
 
 @dataclass(frozen=True)
@@ -192,6 +160,11 @@ class _Method:
         for _hop in range(3):
             names |= {target for target, value in self.copies if value in names}
         return names
+
+
+def _read_method(piece: "_Piece", write_loc_class: str, mark: str) -> Optional[_Method]:
+    function = piece.parse()
+    return None if function is None else _Method.read(function, write_loc_class, mark)
 
 
 def _positional(call: ast.Call) -> tuple[Optional[str], ...]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from kvlint.api.config import Config
 from kvlint.api.contract import AUTO, Contract
 from kvlint.running.discovery import display_path
+from kvlint.running.learn_memo import remembered
 
 DOOR_DEF = re.compile(rb"def\s+_?set_\w*kv_buffer\s*\(")
 
@@ -227,17 +228,14 @@ def learn_pool_classes(contract: Contract, config: Config, files: list[tuple[Pat
             continue
         if not any(m.group(1).decode() in attributes for m in _BUFFER_ASSIGN.finditer(data)):
             continue
-        lines = {data.count(b"\n", 0, match.start()) + 1 for match in _BUFFER_ASSIGN.finditer(data)
-                 if match.group(1).decode() in attributes}
-        tree = parsed_tree(data)
-        if tree is None:
-            continue
-        for klass, node in _buffer_assignments(tree, lines, attributes):
-            owners.add(klass.name)
-            first = first or (path, klass.lineno)
-            if node.value is not None and _allocates_page_split(node.value):
+        assignments = remembered("buffer-assignments", data, tuple(sorted(attributes)),
+                                 partial(_buffer_assignments_of, data, attributes))
+        for klass, klass_line, line, page_split in assignments:
+            owners.add(klass)
+            first = first or (path, klass_line)
+            if page_split:
                 directory = path.resolve().parent.as_posix()
-                split_dirs.setdefault(directory, (path, node.lineno))
+                split_dirs.setdefault(directory, (path, line))
     if config.contract_value("pool-classes") == AUTO and first is not None:
         learned.set("pool-classes", tuple(sorted(_subclass_closure(owners, files))), *first)
     if config.contract_value("page-split-paths") == AUTO and split_dirs:
@@ -249,6 +247,20 @@ def learn_pool_classes(contract: Contract, config: Config, files: list[tuple[Pat
     if hosts != roots:
         learned.values["host-cache-classes"] = tuple(sorted(hosts))
         learned.sources["host-cache-classes"] = f"learned: {', '.join(sorted(roots))} and their subclasses in the tree"
+
+
+def _buffer_assignments_of(data: bytes, attributes: set[str]) -> list[tuple[str, int, int, bool]]:
+    """Each `self.<buffer> = ...` of a file: its class and the class's line, its line, and whether
+    it allocates page-split buffers."""
+    lines = {data.count(b"\n", 0, match.start()) + 1 for match in _BUFFER_ASSIGN.finditer(data)
+             if match.group(1).decode() in attributes}
+    tree = parsed_tree(data)
+    if tree is None:
+        return []
+    return [
+        (klass.name, klass.lineno, node.lineno, node.value is not None and _allocates_page_split(node.value))
+        for klass, node in _buffer_assignments(tree, lines, attributes)
+    ]
 
 
 def _buffer_assignments(
