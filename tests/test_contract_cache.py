@@ -82,6 +82,20 @@ def test_after_an_edit_door_learning_parses_only_the_new_methods(tree: Path, mon
     assert [text.split(b"(")[0] for text in parsed if text.startswith(b" ")] == [b"    def put"]
 
 
+def test_readings_another_kvlint_made_are_not_used(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lint()
+    cache_file = tree / ".kvlint_cache" / CONTRACT_FILE
+    stored = pickle.loads(cache_file.read_bytes())
+    assert stored.readings, "this kvlint's readings are kept"
+    stored.kvlint = "another kvlint"
+    cache_file.write_bytes(pickle.dumps(stored))
+    recalled: list[dict[Any, Any]] = []
+    monkeypatch.setattr(kvlint.running.contract_cache, "recall", recalled.append)
+    (tree / "engine" / "pool.py").write_text(POOL + "\n\nLIMIT = 1\n")
+    lint()
+    assert recalled == [{}]
+
+
 def test_without_the_cache_the_contract_is_neither_read_nor_written(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lint(cache=False)
     assert not (tree / ".kvlint_cache" / CONTRACT_FILE).exists()

@@ -50,7 +50,8 @@ def contract_for(
     contract = known.contracts.get(key)
     if contract is not None:
         return contract, True
-    recall(known.readings)
+    # Readings are kvlint's own (what it took from a piece): another kvlint's are not used.
+    recall(known.readings if known.kvlint == run_key() else {})
     contract = learn_contract(config, sources)
     if store:
         _save(directory, key, contract, known)
@@ -63,6 +64,8 @@ class _Stored:
     # What learning read of each piece of a file it parsed (`learn_memo`): after an edit, learning
     # parses only the edited file's pieces again.
     readings: dict[Any, Any] = field(default_factory=dict)
+    # The kvlint that made them (`run_key()`: its version and own source files).
+    kvlint: str = ""
 
 
 def scope_key(config: Config, sources: Mapping[Path, bytes]) -> bytes:
@@ -91,13 +94,13 @@ def _load(path: Path) -> _Stored:
     if not (isinstance(stored, _Stored) and isinstance(contracts, dict) and isinstance(readings, dict)):
         return _Stored()
     kept = {key: value for key, value in contracts.items() if isinstance(key, bytes) and isinstance(value, Contract)}
-    return _Stored(kept, readings)
+    return _Stored(kept, readings, str(getattr(stored, "kvlint", "")))
 
 
 def _save(directory: Path, key: bytes, contract: Contract, known: _Stored) -> None:
     # The newest last: the oldest scopes drop out first.
     kept = [(old, value) for old, value in known.contracts.items() if old != key][-(MAX_SCOPES - 1):]
-    stored = _Stored(dict([*kept, (key, contract)]), used())
+    stored = _Stored(dict([*kept, (key, contract)]), used(), run_key())
     try:
         prepare_directory(directory, directory)
         write_atomically(directory / CONTRACT_FILE, pickle.dumps(stored, protocol=pickle.HIGHEST_PROTOCOL))
