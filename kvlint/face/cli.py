@@ -151,11 +151,11 @@ def contract(paths: tuple[Path, ...], config_file: Optional[Path]) -> None:
     """Print the contract in force for PATHS and where each value came from."""
 
     def show() -> int:
-        # As in `explain`: the rule docs load every rule.
+        # As in `explain` and `_run`: the rule docs and the run machinery load only for the commands using them.
         from kvlint.face.docs import contract_table
+        from kvlint.running.engine import contract_in_force
 
-        result = _run(paths, config_file=config_file, select=("KV000",))
-        click.echo(contract_table(result.contract))
+        click.echo(contract_table(contract_in_force(load_config(config_file), paths)))
         return EXIT_CLEAN
 
     _guarded(show)

@@ -27,14 +27,14 @@ from typing import Any, Mapping
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
 from kvlint.running.cache import dataclass_identity, digest, prepare_directory, run_key, write_atomically
-from kvlint.running.learn import _ROOT_MARKERS, learn_contract
+from kvlint.running.learn import ROOT_MARKERS, learn_contract
 from kvlint.running.learn_memo import recall, used
 
 CONTRACT_FILE = "contract.pickle"
 # Scopes kept: a whole-tree run, a server's `include`, a run of a subdirectory or two.
 MAX_SCOPES = 4
 # What `module_path` looks for in each directory above a file.
-_MARKERS = ("__init__.py", *_ROOT_MARKERS)
+_MARKERS = ("__init__.py", *ROOT_MARKERS)
 
 
 def contract_for(

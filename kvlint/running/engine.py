@@ -199,6 +199,15 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped, proved)
 
 
+def contract_in_force(config: Config, paths: Sequence[Path]) -> Contract:
+    """The contract `kvlint check PATHS` would use, learned (or taken from the contract cache)
+    from the same files, without checking any: what `kvlint contract` prints."""
+    scope = discover(paths or tuple(config.root / include for include in config.include), config.exclude, config.root)
+    tree = tree_of(scope, config.include, config.exclude, config.root) if paths else scope
+    sources, _errors = _read_all(list(tree.files), Path.cwd())
+    return contract_for(config, sources, True)[0]
+
+
 def _with_context(
     checked: dict[str, Checked],
     context: dict[str, bytes],

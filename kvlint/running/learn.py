@@ -64,7 +64,7 @@ from kvlint.running.learn_tree import (
 
 MARK_FIELDS = ("id_space", "physical")
 # Markers of a project root: a package path never climbs past one.
-_ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
 def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
@@ -311,7 +311,7 @@ def module_path(path: Path) -> str:
     chain: list[str] = []
     top = 0
     directory = path.parent
-    while directory.name.isidentifier() and not any((directory / marker).exists() for marker in _ROOT_MARKERS):
+    while directory.name.isidentifier() and not any((directory / marker).exists() for marker in ROOT_MARKERS):
         chain.append(directory.name)
         if (directory / "__init__.py").exists():
             top = len(chain)
