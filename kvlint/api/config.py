@@ -46,6 +46,11 @@ class Config:
         """The directory relative paths in the config are resolved against."""
         return self.path.parent if self.path is not None else Path.cwd()
 
+    @property
+    def include_paths(self) -> tuple[Path, ...]:
+        """The configured `include`, as paths under the root: what a run without paths checks."""
+        return tuple(self.root / include for include in self.include)
+
     def contract_value(self, key: str) -> Any:
         return dict(self.contract).get(key, AUTO)
 

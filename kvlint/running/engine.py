@@ -57,7 +57,7 @@ class RunResult:
 
 def run(config: Config, options: RunOptions, progress: Optional[Progress] = None) -> RunResult:
     phases = Phases()
-    paths = options.paths or tuple(config.root / include for include in config.include)
+    paths = options.paths or config.include_paths
     scope = discover(paths, config.exclude, config.root)
     files = list(scope.files)
     if options.changed is not None:
@@ -202,7 +202,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
 def contract_in_force(config: Config, paths: Sequence[Path]) -> Contract:
     """The contract `kvlint check PATHS` would use, learned (or taken from the contract cache)
     from the same files, without checking any: what `kvlint contract` prints."""
-    scope = discover(paths or tuple(config.root / include for include in config.include), config.exclude, config.root)
+    scope = discover(paths or config.include_paths, config.exclude, config.root)
     tree = tree_of(scope, config.include, config.exclude, config.root) if paths else scope
     sources, _errors = _read_all(list(tree.files), Path.cwd())
     return contract_for(config, sources, True)[0]

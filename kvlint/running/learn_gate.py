@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from kvlint.api.contract import Contract
-from kvlint.running.learn_tree import Learned, class_bases
+from kvlint.running.learn_tree import Learned, class_bases, subclasses
 
 _Files = list[tuple[Path, bytes]]
 
@@ -96,24 +96,13 @@ def _enclosing_class(lines: list[bytes], number: int, indent: int) -> Optional[s
 def _ungated(bases: dict[str, set[str]], settings: dict[str, set[bool]]) -> list[str]:
     """The classes whose gate is off, and off for every subclass of theirs in the tree."""
     known: dict[str, Optional[bool]] = {}
-    children: dict[str, set[str]] = {}
-    for child, parents in bases.items():
-        for parent in parents:
-            children.setdefault(parent, set()).add(child)
     names = {*bases, *settings}
     for name in names:
         _resolved(name, bases, settings, known)
-    ungated = []
-    for name in sorted(name for name in names if known[name] is False):
-        family, pending = {name}, [name]
-        while pending:
-            for child in children.get(pending.pop(), ()):
-                if child not in family:
-                    family.add(child)
-                    pending.append(child)
-        if all(known.get(member) is False for member in family):
-            ungated.append(name)
-    return ungated
+    return [
+        name for name in sorted(names)
+        if known[name] is False and all(known.get(member) is False for member in subclasses({name}, bases))
+    ]
 
 
 def _resolved(

@@ -182,17 +182,18 @@ _CLASS_HEADER = re.compile(rb"class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
 _BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*=")
 
 
-def _subclass_closure(roots: set[str], files: list[tuple[Path, bytes]]) -> set[str]:
-    """`roots` and every class of the tree deriving from one of them (by `class X(Base):` headers)."""
-    bases = class_bases(files)
-    closure = set(roots)
-    changed = True
-    while changed:
-        changed = False
-        for name, parents in bases.items():
-            if name not in closure and parents & closure:
-                closure.add(name)
-                changed = True
+def subclasses(roots: set[str], bases: Mapping[str, set[str]]) -> set[str]:
+    """`roots` and every class deriving from one of them, by the class headers `bases` (`class_bases`)."""
+    children: dict[str, set[str]] = {}
+    for child, parents in bases.items():
+        for parent in parents:
+            children.setdefault(parent, set()).add(child)
+    closure, pending = set(roots), list(roots)
+    while pending:
+        for child in children.get(pending.pop(), ()):
+            if child not in closure:
+                closure.add(child)
+                pending.append(child)
     return closure
 
 
@@ -237,13 +238,13 @@ def learn_pool_classes(contract: Contract, config: Config, files: list[tuple[Pat
                 directory = path.resolve().parent.as_posix()
                 split_dirs.setdefault(directory, (path, line))
     if config.contract_value("pool-classes") == AUTO and first is not None:
-        learned.set("pool-classes", tuple(sorted(_subclass_closure(owners, files))), *first)
+        learned.set("pool-classes", tuple(sorted(subclasses(owners, class_bases(files)))), *first)
     if config.contract_value("page-split-paths") == AUTO and split_dirs:
         where = next(iter(split_dirs.values()))
         learned.set("page-split-paths", tuple(sorted(split_dirs)), *where)
     configured_hosts = config.contract_value("host-cache-classes")
     roots = set(contract.host_cache_classes if configured_hosts == AUTO else configured_hosts)
-    hosts = _subclass_closure(roots, files)
+    hosts = subclasses(roots, class_bases(files))
     if hosts != roots:
         learned.values["host-cache-classes"] = tuple(sorted(hosts))
         learned.sources["host-cache-classes"] = f"learned: {', '.join(sorted(roots))} and their subclasses in the tree"

@@ -77,7 +77,7 @@ class Workspace:
         self.root = root.resolve()
         self.config = config if config is not None else load_config(start=self.root)
         self.options = RunOptions()
-        scope = discover([self.config.root / include for include in self.config.include], self.config.exclude, self.config.root)
+        scope = discover(self.config.include_paths, self.config.exclude, self.config.root)
         sources: dict[Path, bytes] = {}
         for path in scope.files:
             try:

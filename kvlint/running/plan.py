@@ -213,7 +213,7 @@ def codemod_request(path: str, codes: tuple[str, ...]) -> CheckRequest:
 @lru_cache(maxsize=4)
 def _learned_contract(config: Config, cwd: str) -> Contract:
     """The contract `kvlint check` would learn here, once per process (LibCST runs one per worker)."""
-    scope = discover([config.root / include for include in config.include], config.exclude, config.root)
+    scope = discover(config.include_paths, config.exclude, config.root)
     sources: dict[Path, bytes] = {}
     for file in scope.files:
         try:

@@ -9,14 +9,13 @@ is read as an input too.
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from kvlint.api.config import Config
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
-from kvlint.running.cache import ProjectEntry, ResultCache, project_inputs
+from kvlint.running.cache import ProjectEntry, ResultCache, digest, project_inputs
 from kvlint.running.decide import FileDecisions, project_candidate
 from kvlint.running.plan import Plan
 from kvlint.running.selection import per_file_ignored
@@ -37,8 +36,7 @@ class Checked:
 
     def fact_identity(self, code: str) -> bytes:
         """What `fact(code)` is, as a digest of its pickled form (as the result cache keeps it)."""
-        data = self.facts[code] if self.facts_pickled else pickle.dumps(self.facts[code], protocol=pickle.HIGHEST_PROTOCOL)
-        return hashlib.sha256(data).digest()
+        return digest(self.facts[code] if self.facts_pickled else pickle.dumps(self.facts[code], protocol=pickle.HIGHEST_PROTOCOL))
 
 
 class ProjectRun:
