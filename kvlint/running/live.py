@@ -23,28 +23,25 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional
 
 from kvlint.api.config import Config, load_config
 from kvlint.api.contract import Contract
 from kvlint.api.helpers import HelperFacts
-from kvlint.api.rule import ProjectRule, ProjectViolation
-from kvlint.api.types import Applicability, Finding, RunError
-from kvlint.running.decide import FileDecisions, project_candidate
+from kvlint.api.types import Applicability, FileOutcome, Finding, RunError
+from kvlint.running.decide import FileDecisions
 from kvlint.running.discovery import discover, display_path
 from kvlint.running.fix_edits import FindingFix, FindingKey, file_fixes
 from kvlint.running.contract_cache import contract_for
 from kvlint.running.cache import FileEntry, ResultCache, digest
 from kvlint.running.engine import run_cache
 from kvlint.running.incremental import TextCheck, check_text
+from kvlint.running.live_project import ProjectResult, SavedFacts
 from kvlint.running.project_facts import helper_views, scope_digest, with_view
 from kvlint.running.plan import CheckRequest, Plan, RunOptions, file_requests, make_plan
 from kvlint.running.selection import per_file_ignored
-
-
-# Project results kept for different live facts: the open files' edits in turn.
-_KEPT_PROJECT_RESULTS = 8
 
 
 @dataclass
@@ -60,14 +57,6 @@ class FileCheck:
     # What was checked: "whole", "function" (the one an edit changed), "kept" (nothing) or "cached"
     # (the saved text, as `kvlint check` left it in the result cache).
     how: str = "whole"
-
-
-@dataclass
-class ProjectResult:
-    """Project rules' findings by path, and the errors of rules that crashed."""
-
-    findings: dict[str, list[Finding]]
-    errors: list[RunError]
 
 
 class Workspace:
@@ -86,20 +75,22 @@ class Workspace:
                 continue
         # As `kvlint check` left it at the root, if it did; read, never written, like the result cache.
         self.contract: Contract = contract_for(self.config, sources, cache=True, store=False)[0]
-        self.plan: Plan = make_plan(self.config, self.options, self.contract)
         # The saved bytes of the files in scope, by path as `kvlint check` run at the root shows them.
         self.saved: dict[str, bytes] = {display_path(scope.real[path], self.root): data for path, data in sources.items()}
         self._in_scope = set(self.saved)
         # Files outside `include` asked about once (discovery may ask git): path -> checked or not.
         self._scope_answers: dict[str, bool] = {}
-        # Project facts by path, from the saved bytes; read one file at a time (`read_facts`),
-        # so a server can answer edits in between.
-        self.facts: dict[str, dict[str, Any]] = {}
-        self._project_codes = tuple(rule.code for rule in self.plan.project_rules)
-        self.unread_facts: list[str] = list(self.saved) if self._project_codes else []
         # The result cache `kvlint check` run at the root fills: helper views, file summaries, each
         # file's findings and project facts. Read, and added to in memory, never written back.
         self._cache: ResultCache = run_cache(self.config, self.options, self.contract, self.root)
+        # The cache names the project rules that run selected; the rules themselves (and LibCST)
+        # load only when a text the cache does not answer is checked (`plan`).
+        triggers = self._cache.triggers
+        codes = triggers.project_codes if triggers is not None else tuple(rule.code for rule in self.plan.project_rules)
+        # Project facts by path, from the saved bytes; read one file at a time (`read_facts`),
+        # so a server can answer edits in between.
+        self.facts = SavedFacts(codes, self._cache, lambda: self.plan.project_rules, self._decisions)
+        self.unread_facts: list[str] = list(self.saved) if codes else []
         self._digests = {shown: digest(data) for shown, data in self.saved.items()}
         # What the project index says about the helpers each file calls (`read_views`), resolved
         # in the saved files; None until read (or found in the cache), then kept until read again after a save.
@@ -108,17 +99,25 @@ class Workspace:
             self._facts_from_cache()
         # The last check of each file's text: an edit re-checks only what it changed.
         self._last: dict[str, TextCheck] = {}
-        # Project rules' results by the saved facts' generation (one more at each change) and the live facts.
-        self._generation = 0
-        self._saved_result: Optional[tuple[int, ProjectResult]] = None
-        self._finished: list[tuple[int, dict[str, dict[str, Any]], tuple[list[tuple[ProjectRule, list[ProjectViolation]]], list[RunError]]]] = []
+
+    @cached_property
+    def plan(self) -> Plan:
+        """The selected rules and their trigger words; imports the rules and LibCST."""
+        return make_plan(self.config, self.options, self.contract)
+
+    def prepare_checks(self) -> None:
+        """Load what checking a text needs (the rules, LibCST), so the first edit does not wait for it."""
+        # The checker imports LibCST; loading it is the point.
+        from kvlint.running import checker  # noqa: F401
+
+        self.plan  # noqa: B018 - a cached property: computed here once, kept for the checks
 
     def _facts_from_cache(self) -> None:
         """The project facts the cache holds for the saved files, under the views found there."""
         for shown in self.unread_facts:
             entry = self._cached(shown, self._digests[shown])
             if entry is not None:
-                self.facts[shown] = {code: pickle.loads(fact) for code, fact in entry[2].items()}
+                self.facts.keep_pickled(shown, entry[2])
         self.unread_facts = [shown for shown in self.unread_facts if shown not in self.facts]
 
     def _cached(self, shown: str, content_digest: bytes) -> Optional[FileEntry]:
@@ -137,8 +136,7 @@ class Workspace:
         data = self.saved[shown]
         request = self._request(shown, data, project_only=True)
         if request is not None:
-            self.facts[shown] = self._check_request(request, data).facts
-        self._generation += 1
+            self.facts.keep(shown, self._check_request(request, data).facts)
 
     def read_all_facts(self) -> None:
         while self.unread_facts:
@@ -190,21 +188,37 @@ class Workspace:
         (`kvlint.running.incremental`); the facts may then be the last text's
         (`facts_stale`).
         """
+        last = self._last.get(shown)
+        saved = self.saved.get(shown)
+        if last is None and data == saved:
+            # The saved text, as `kvlint check` left it: answered without loading a rule.
+            cached = self._cached_entry(shown, data)
+            if cached is not None:
+                outcome, facts = cached
+                findings = [] if outcome is None else sorted(outcome.findings, key=lambda finding: finding.sort_key)
+                return FileCheck(shown, findings, [], facts, how="cached")
         request = self._request(shown, data)
         if request is None:
             self._last.pop(shown, None)
             return FileCheck(shown, [], [])
-        checked = check_text(request, data, self._last.get(shown) or self._cached_check(shown, data, request))
+        # A first edit of a file is checked against its saved text's cached result.
+        checked = check_text(request, data, last or (None if saved is None else self._cached_check(shown, saved, request)))
         self._last[shown] = checked
         return FileCheck(shown, checked.findings, list(checked.outcome.errors), checked.facts, checked.facts_stale, checked.how)
 
-    def _cached_check(self, shown: str, data: bytes, request: CheckRequest) -> Optional[TextCheck]:
-        """What `kvlint check` left in the cache for `shown`, when `data` is its saved text."""
-        entry = self._cached(shown, digest(data)) if data == self.saved.get(shown) else None
-        if entry is None or entry[1] is None or entry[1].errors:
+    def _cached_entry(self, shown: str, data: bytes) -> Optional[tuple[Optional[FileOutcome], dict[str, Any]]]:
+        """What `kvlint check` left in the cache for `data`, the saved text of `shown`: its outcome
+        (None: no selected rule's trigger words) and project facts; None when nothing usable is there."""
+        entry = self._cached(shown, digest(data))
+        if entry is None or (entry[1] is not None and entry[1].errors):
             return None
-        outcome = entry[1]
-        facts = {code: pickle.loads(fact) for code, fact in entry[2].items()}
+        return entry[1], {code: pickle.loads(fact) for code, fact in entry[2].items()}
+
+    def _cached_check(self, shown: str, data: bytes, request: CheckRequest) -> Optional[TextCheck]:
+        cached = self._cached_entry(shown, data)
+        outcome, facts = cached if cached is not None else (None, {})
+        if outcome is None:
+            return None
         findings = sorted(outcome.findings, key=lambda finding: finding.sort_key)
         return TextCheck(request, data.splitlines(keepends=True), findings, outcome, facts, how="cached")
 
@@ -237,56 +251,9 @@ class Workspace:
         """
         if self.unread_facts:
             return ProjectResult({}, [])
-        saved_only = not live and not texts and only is None
-        if saved_only and self._saved_result is not None and self._saved_result[0] == self._generation:
-            return self._saved_result[1]
-        violations, errors = self._violations({shown: checked.facts for shown, checked in live.items()})
-        found: dict[str, list[Finding]] = {}
-        for rule, produced in violations:
-            decisions: dict[str, FileDecisions] = {}
-            for violation in produced:
-                if only is not None and violation.path != only:
-                    continue
-                if violation.path not in decisions:
-                    decisions[violation.path] = self._decisions(violation.path, rule.code, texts)
-                finding = decisions[violation.path].admit(project_candidate(rule, violation))
-                if finding is not None:
-                    found.setdefault(finding.path, []).append(finding)
-        for findings in found.values():
-            findings.sort(key=lambda finding: finding.sort_key)
-        result = ProjectResult(found, list(errors))
-        if saved_only:
-            # The saved files' suppressions (tokenized) are read again only once something was saved.
-            self._saved_result = (self._generation, result)
-        return result
-
-    def _violations(self, live: dict[str, dict[str, Any]]) -> tuple[list[tuple[ProjectRule, list[ProjectViolation]]], list[RunError]]:
-        """Each project rule's violations over the saved facts with `live` in their place.
-
-        The rules read every file's facts (about a second on sglang/srt), and
-        an edit usually leaves them as they were: the results are kept for the
-        facts they were computed from (the same objects) until a save or a
-        read changes the saved ones.
-        """
-        for generation, known, result in self._finished:
-            if generation == self._generation and known.keys() == live.keys() and all(known[s] is live[s] for s in live):
-                return result
-        facts = dict(self.facts)
-        for shown, extracted in live.items():
-            if extracted:
-                facts[shown] = extracted
-            else:
-                facts.pop(shown, None)
-        violations: list[tuple[ProjectRule, list[ProjectViolation]]] = []
-        errors: list[RunError] = []
-        for rule in self.plan.project_rules:
-            contributors = {shown: by_code[rule.code] for shown, by_code in facts.items() if rule.code in by_code}
-            try:
-                violations.append((rule, rule.finish(contributors)))
-            except Exception as exc:  # noqa: BLE001 - isolation, as in the engine
-                errors.append(RunError("<project>", f"internal error in rule {rule.code}: {exc!r}", internal=True))
-        self._finished = [(self._generation, dict(live), (violations, errors)), *self._finished[: _KEPT_PROJECT_RESULTS - 1]]
-        return violations, errors
+        views = self.views
+        digests = None if views is None else {shown: with_view(content, views.get(shown)) for shown, content in self._digests.items()}
+        return self.facts.findings({shown: checked.facts for shown, checked in live.items()}, texts, only, digests)
 
     def _decisions(self, shown: str, code: str, texts: dict[str, bytes]) -> FileDecisions:
         data = texts.get(shown, self.saved.get(shown))
@@ -300,14 +267,14 @@ class Workspace:
         if shown not in self._in_scope and not self.in_scope(self.root / shown):
             return
         self.saved[shown] = data
-        request = self._request(shown, data, project_only=True) if self._project_codes else None
+        self._digests[shown] = digest(data)
+        request = self._request(shown, data, project_only=True) if self.facts.codes else None
         if shown in self.unread_facts:
             self.unread_facts.remove(shown)
         if request is None:
-            self.facts.pop(shown, None)
+            self.facts.drop(shown)
         else:
-            self.facts[shown] = self._check_request(request, data).facts
-        self._generation += 1
+            self.facts.keep(shown, self._check_request(request, data).facts)
 
     def fix(self, shown: str, data: bytes, key: FindingKey) -> Optional[FindingFix]:
         """The fix (safe or unsafe) of the finding `key` in `data`, as edits; None when it has none."""

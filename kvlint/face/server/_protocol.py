@@ -96,6 +96,8 @@ class KvlintServer(LanguageServer):
         while state.unread_facts:
             await self.on_worker(state.read_facts)
         await self.read_views(state)
+        # The first diagnostics may come from the result cache alone; the first edit then needs the rules.
+        await self.on_worker(state.prepare_checks)
 
     async def read_views(self, state: Workspace) -> None:
         """The helpers' facts over the saved files; then every open file is checked again with them."""
