@@ -49,7 +49,9 @@ class SavedFacts:
         self._rules = rules
         # (path, rule code, open files' texts) -> the decisions for findings in that path.
         self._decisions = decisions
-        self._facts: dict[str, dict[str, Any]] = {}
+        # Facts from the result cache stay pickled (`_Pickled`) until a rule runs over them: a
+        # start from the cache may never need them.
+        self._facts: dict[str, dict[str, Any] | _Pickled] = {}
         # Each file's facts as digests of their pickled form: the identity the result cache keys
         # project results by.
         self._identities: dict[str, dict[str, bytes]] = {}
@@ -63,7 +65,7 @@ class SavedFacts:
 
     def keep_pickled(self, shown: str, pickled: dict[str, bytes]) -> None:
         """Facts as the result cache holds them (pickled, by rule code)."""
-        self._facts[shown] = {code: pickle.loads(fact) for code, fact in pickled.items()}
+        self._facts[shown] = _Pickled(pickled)
         self._identities[shown] = {code: digest(fact) for code, fact in pickled.items()}
         self._generation += 1
 
@@ -132,7 +134,8 @@ class SavedFacts:
         for generation, known, result in self._finished:
             if generation == self._generation and known.keys() == live.keys() and all(known[s] is live[s] for s in live):
                 return result
-        facts = dict(self._facts)
+        facts = {shown: held.facts() if isinstance(held, _Pickled) else held for shown, held in self._facts.items()}
+        self._facts = dict(facts)
         for shown, extracted in live.items():
             if extracted:
                 facts[shown] = extracted
@@ -148,6 +151,14 @@ class SavedFacts:
                 errors.append(RunError("<project>", f"internal error in rule {rule.code}: {exc!r}", internal=True))
         self._finished = [(self._generation, dict(live), (violations, errors)), *self._finished[: _KEPT_PROJECT_RESULTS - 1]]
         return violations, errors
+
+
+@dataclass(frozen=True)
+class _Pickled:
+    by_code: dict[str, bytes]
+
+    def facts(self) -> dict[str, Any]:
+        return {code: pickle.loads(fact) for code, fact in self.by_code.items()}
 
 
 def _sorted(found: dict[str, list[Finding]]) -> dict[str, list[Finding]]:
