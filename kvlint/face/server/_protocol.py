@@ -46,6 +46,8 @@ DEBOUNCE_S = 0.05
 # Seconds of quiet after a check that kept a file's project facts from an earlier text (an edit
 # re-checks one function; the facts come from the whole file) before they are read again whole.
 FACTS_QUIET_S = 1.0
+# Seconds after the workspace is loaded before the rules are loaded for the first edit.
+PREPARE_AFTER_S = 0.5
 
 
 class KvlintServer(LanguageServer):
@@ -92,11 +94,15 @@ class KvlintServer(LanguageServer):
         return state
 
     async def _read_facts(self, state: Workspace) -> None:
-        """Project facts one file at a time, so checks of open documents slip in between."""
-        while state.unread_facts:
-            await self.on_worker(state.read_facts)
-        await self.read_views(state)
-        # The first diagnostics may come from the result cache alone; the first edit then needs the rules.
+        """Project facts one file at a time, so checks of open documents slip in between; then the
+        helpers' facts, unless the result cache had both for the saved files as they are."""
+        if state.unread_facts or state.views is None:
+            while state.unread_facts:
+                await self.on_worker(state.read_facts)
+            await self.read_views(state)
+        # Diagnostics from the result cache need no rule; the first edit does. Loading the rules
+        # waits until the checks of the documents opened with the workspace are done.
+        await asyncio.sleep(PREPARE_AFTER_S)
         await self.on_worker(state.prepare_checks)
 
     async def read_views(self, state: Workspace) -> None:
