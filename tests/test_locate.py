@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -24,6 +26,41 @@ NESTED = (
     "        if p:\n            pass\n        elif q(r):\n            s.t = u\n"
 )
 
+# Decorators LibCST keeps on the statement: comment and blank lines before, between and after them,
+# a decorator spanning lines and a parenthesized one (CPython's line for it is the inner name's).
+DECORATED = (
+    "#!/usr/bin/env python\n# header\n\nimport os\n\n\n# lead\n\n@first(\n    1)\n# between\n\n@ second\n"
+    "@(\n  third)\n# after\n\ndef f(a,\n      b=out):\n    return a\n\n"
+    "class C:\n    # lead\n    @property\n\n    async def g(self): return 1\n"
+)
+# `a; b` lines (one LibCST statement, two of CPython's), continuations, a statement opening with a bracket,
+# one-line suites, comments before `elif`/`else`, and comment lines a block keeps below its last statement.
+SIMPLE_LINES = (
+    "a = 1; b = 2\nc = (3 +\n     4); d = 5\nx = \\\n    6\n(y\n ).z = 7\nif a: b; c\nelse: d\n"
+    "if a:\n    pass\n# before elif\nelif b:\n    e = 1\n\n    # inside\nelif c: f = 2\nelse:\n    # c\n    g = 3\n"
+    "class K:\n    def m(self):\n        pass\n        # kept by the block\n    # kept by the class\n\n# next\nh = 4\n"
+)
+# Every other body: except clauses, else, finally, match cases, loops' else, with, async statements.
+BODIES = (
+    "try:\n    a()\nexcept (E,\n        F) as e:\n    b()\nexcept G:\n    pass\nelse:\n    c()\nfinally:\n    d()\n"
+    "match p:\n    case 1:\n        e()\n    case _:\n        f()\nfor i in x:\n    pass\nelse:\n    g()\n"
+    "while y:\n    break\nelse:\n    h()\nwith a as b, c:\n    k()\n"
+    "async def w():\n    async for q in r:\n        await s\n    async with t:\n        pass\n"
+)
+# CPython's columns count UTF-8 bytes, LibCST's characters; names and strings here are not ASCII.
+NON_ASCII = "s = 'é😀'; t = f(\"ü\", x)\nclass Ä:\n    ü = 'ß'  # ö\n    def m(self): return 'é' + self.ü\n"
+# A skeleton (`kvlint.running.fragment`): bodies blanked line for line, headers kept.
+SKELETON = "class A:\n\n\n\n    def f(self):\n        pass\n\n\n\n    def g(self):\n        return out_cache_loc[0]\n\n\n"
+SHAPES = {
+    "crlf-tabs-elif": TRICKY,
+    "nested-scopes": NESTED,
+    "decorators": DECORATED,
+    "simple-lines": SIMPLE_LINES,
+    "bodies": BODIES,
+    "non-ascii": NON_ASCII,
+    "skeleton": SKELETON,
+}
+
 
 def _nodes(module: cst.Module) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
@@ -35,20 +72,20 @@ def _nodes(module: cst.Module) -> list[cst.CSTNode]:
     return found[1:]
 
 
-@pytest.mark.parametrize("source", [TRICKY, NESTED], ids=["crlf-tabs-elif", "nested-scopes"])
+@pytest.mark.parametrize("source", SHAPES.values(), ids=SHAPES.keys())
 def test_each_node_alone_has_the_whole_module_range(source: str) -> None:
     module = cst.parse_module(source)
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     for node in _nodes(module):
-        assert locate(module, [node])[id(node)].range == expected[node], cst.Module([]).code_for_node(node)
+        assert locate(module, [node], ast.parse(source))[id(node)].range == expected[node], cst.Module([]).code_for_node(node)
 
 
-@pytest.mark.parametrize("source", [TRICKY, NESTED], ids=["crlf-tabs-elif", "nested-scopes"])
+@pytest.mark.parametrize("source", SHAPES.values(), ids=SHAPES.keys())
 def test_all_nodes_at_once_have_the_whole_module_range(source: str) -> None:
     module = cst.parse_module(source)
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     nodes = _nodes(module)
-    located = locate(module, nodes)
+    located = locate(module, nodes, ast.parse(source))
     assert [located[id(node)].range for node in nodes] == [expected[node] for node in nodes]
 
 
@@ -62,7 +99,7 @@ def test_statement_line_and_scope() -> None:
     call = _find(module, "h(1,\n    2)")
     default = _find(module, "r")
     in_elif = _find(module, "u")
-    located = locate(module, [call, default, in_elif])
+    located = locate(module, [call, default, in_elif], ast.parse(NESTED))
     # `def g(self): return h(...)`: the body is no statement line of its own, so the def line counts.
     assert (located[id(call)].statement_line, located[id(call)].scope) == (9, "B.g")
     # The test of an `elif`: the elif line.

@@ -8,6 +8,7 @@ context and are computed once per file, whatever the number of rules.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, TypeVar
 
@@ -81,6 +82,10 @@ class FileContext:
     current_code: str = ""
     # What the project index knows of the helpers this file calls (`kvlint.api.helpers`).
     helpers: HelperFacts = NO_HELPER_FACTS
+    # The text `module` was parsed from and CPython's tree of it, where the caller has them:
+    # a line read from them costs less than generating the module's code again.
+    source: Optional[str] = None
+    python_tree: Optional[ast.Module] = None
 
     def report(self, node: cst.CSTNode, message: str, fix: Optional[Replacement] = None) -> None:
         self.violations.append(Violation(self.current_code, node, message, fix))
@@ -99,6 +104,10 @@ class FileContext:
     def source_of(self, node: cst.CSTNode) -> str:
         """The node's source exactly as written."""
         return self.module.code_for_node(node)
+
+    def text(self) -> str:
+        """The text `module` was parsed from."""
+        return self.module.code if self.source is None else self.source
 
 
 class Rule:

@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence
 
 import libcst as cst
 
-from kvlint.analysis.locate import locate
+from kvlint.analysis.locate import Location, locate
 from kvlint.running.fragment import skeleton
 from kvlint.running.preparse import Unparsable, python_tree, too_large
 from kvlint.running.plan import CheckRequest, helper_words, project_groups, rule_groups, whole_file_groups, with_words
@@ -55,10 +55,16 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     except RecursionError:
         return _syntax_error(request.path, 1, 1, "too deeply nested to parse")
 
+    # The text LibCST parsed, decoded as it did: `module.code` would generate it all again.
+    source = parsed.decode(module.encoding)
+    # CPython's tree of the same text places nodes; a skeleton's is parsed only where one is needed.
+    source_tree = tree if parsed is data else None
     errors: list[RunError] = []
     facts: dict[str, Any] = {}
     for project_rule in request.project_rules:
-        ctx = FileContext(request.path, module, request.contract, helpers=request.helpers)
+        ctx = FileContext(
+            request.path, module, request.contract, helpers=request.helpers, source=source, python_tree=source_tree
+        )
         try:
             extracted = project_rule.extract(ctx)
         except Exception:  # noqa: BLE001 - isolation: one rule's crash must not stop the run
@@ -67,8 +73,7 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
         if extracted is not None:
             facts[project_rule.code] = extracted
 
-    # The text LibCST parsed, decoded as it did: `module.code` would generate it all again.
-    checked = check_module(request, module, parsed.decode(module.encoding))
+    checked = check_module(request, module, source, source_tree)
     errors.extend(checked.errors)
     fixed_source: Optional[bytes] = None
     if request.fix is not None and any(_applies(v, request.fix) for v in checked.violations):
@@ -93,14 +98,16 @@ class ModuleCheck:
     open_suppressions: tuple[Suppression, ...]
 
 
-def check_module(request: CheckRequest, module: cst.Module, source: Optional[str] = None) -> ModuleCheck:
+def check_module(
+    request: CheckRequest, module: cst.Module, source: Optional[str] = None, tree: Optional[ast.Module] = None
+) -> ModuleCheck:
     """What `request`'s per-file rules report on `module` (project rules' facts are `check_bytes`' business).
 
-    `source`: `module.code`, when the caller has it already.
+    `source`: `module.code`, when the caller has it already; `tree`: CPython's tree of it, when the caller has that.
     """
-    ctx = FileContext(request.path, module, request.contract, helpers=request.helpers)
+    ctx = FileContext(request.path, module, request.contract, helpers=request.helpers, source=source, python_tree=tree)
     errors = _run_rules(ctx, request.rules)
-    findings, kept, open_suppressions = _to_findings(request, module, ctx.violations, source)
+    findings, kept, open_suppressions = _to_findings(request, module, ctx.violations, source, tree)
     return ModuleCheck(findings, kept, errors, open_suppressions)
 
 
@@ -141,7 +148,11 @@ def _internal_error(path: str, code: str) -> RunError:
 
 
 def _to_findings(
-    request: CheckRequest, module: cst.Module, violations: list[Violation], source: Optional[str] = None
+    request: CheckRequest,
+    module: cst.Module,
+    violations: list[Violation],
+    source: Optional[str] = None,
+    tree: Optional[ast.Module] = None,
 ) -> tuple[list[Finding], list[Violation], tuple[Suppression, ...]]:
     """Findings for the violations that survive the decisions, those violations, and the unused suppressions."""
     violations = [v for v in violations if v.code not in request.ignored_codes]
@@ -150,7 +161,10 @@ def _to_findings(
     decisions = FileDecisions.for_source(request.path, request.ignored_codes, text)
     if not violations and not (request.report_unused_ignores and decisions.suppressions):
         return [], [], ()
-    locations = locate(module, [v.node for v in violations])
+    locations: dict[int, Location] = {}
+    if violations:
+        assert text is not None  # violations need the comments
+        locations = locate(module, [v.node for v in violations], ast.parse(text) if tree is None else tree)
     rules = {rule.code: rule for rule in request.rules}
     findings: list[Finding] = []
     kept: list[Violation] = []

@@ -2,24 +2,34 @@
 
 `PositionProvider` positions every node of a module and costs about twice the
 parse; KV301 needs a handful of positions per file (a field, one assignment),
-so it finds them as text instead: the module's top-level statements are
-generated once to learn where each starts, and a node's own code is looked up
+so it finds them as text instead: where each top-level statement starts comes
+from CPython's tree of the parsed text (`kvlint.analysis.locate.top_level_lines`),
+its code is that text up to the next one, and a node's own code is looked up
 inside its top-level statement. The first identical occurrence is reported,
 which for an assignment is an equally true example of the same write.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from typing import Optional
 
 import libcst as cst
 
+from kvlint.analysis.locate import top_level_lines
 from kvlint.rules.tbo._facts import Span
+
+# Line breaks as LibCST and CPython count them.
+_LINE_BREAK = re.compile(r"\r\n?|\n")
 
 
 class LineFinder:
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, source: str, tree: Optional[ast.Module]) -> None:
+        """`source`: the text `module` was parsed from; `tree`: CPython's tree of it, when the caller has one."""
         self._module = module
+        self._source = source
+        self._tree = tree
         # id(top-level statement) -> (its first line, its code, the code's lines)
         self._statements: Optional[dict[int, tuple[int, str, list[str]]]] = None
 
@@ -42,10 +52,13 @@ class LineFinder:
 
     def _top(self, top: cst.CSTNode) -> tuple[int, str, list[str]]:
         if self._statements is None:
+            tree = ast.parse(self._source) if self._tree is None else self._tree
+            firsts = top_level_lines(self._module, tree)
+            line_starts = [0, *(match.end() for match in _LINE_BREAK.finditer(self._source))]
+            # A top-level statement's code runs up to the next one's first line (the last one's, to the end).
+            offsets = [line_starts[line - 1] for line in firsts] + [len(self._source)]
             self._statements = {}
-            line = 1 + sum(1 for _ in self._module.header)
-            for statement in self._module.body:
-                code = self._module.code_for_node(statement)
+            for statement, line, start, end in zip(self._module.body, firsts, offsets, offsets[1:]):
+                code = self._source[start:end]
                 self._statements[id(statement)] = (line, code, code.split("\n"))
-                line += code.count("\n")
         return self._statements[id(top)]
