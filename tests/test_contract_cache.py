@@ -12,7 +12,7 @@ import kvlint.running.contract_cache
 import kvlint.running.learn_doors
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
-from kvlint.running.contract_cache import CONTRACT_FILE
+from kvlint.running.contract_cache import CONTRACT_FILE, READINGS_FILE
 from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.running.live import Workspace
 
@@ -45,7 +45,7 @@ def no_learning(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_args: Any) -> NoReturn:
         raise AssertionError("learned again")
 
-    monkeypatch.setattr(kvlint.running.contract_cache, "learn_contract", refuse)
+    monkeypatch.setattr(kvlint.running.contract_cache, "learn_asking", refuse)
 
 
 def test_a_second_run_over_an_unchanged_tree_does_not_learn(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,14 +84,15 @@ def test_after_an_edit_door_learning_parses_only_the_new_methods(tree: Path, mon
 
 def test_readings_another_kvlint_made_are_not_used(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lint()
-    cache_file = tree / ".kvlint_cache" / CONTRACT_FILE
+    cache_file = tree / ".kvlint_cache" / READINGS_FILE
     stored = pickle.loads(cache_file.read_bytes())
     assert stored.readings, "this kvlint's readings are kept"
     stored.kvlint = "another kvlint"
     cache_file.write_bytes(pickle.dumps(stored))
     recalled: list[dict[Any, Any]] = []
     monkeypatch.setattr(kvlint.running.contract_cache, "recall", recalled.append)
-    (tree / "engine" / "pool.py").write_text(POOL + "\n\nLIMIT = 1\n")
+    # A new file: learned again.
+    (tree / "engine" / "limits.py").write_text("LIMIT = 1\n")
     lint()
     assert recalled == [{}]
 
@@ -107,9 +108,9 @@ def test_without_the_cache_the_contract_is_neither_read_nor_written(tree: Path, 
 
 
 def _older_layout() -> bytes:
-    """What a kvlint whose cache file had only contracts wrote."""
+    """What a kvlint whose cache file kept contracts by a key of every file's digest wrote."""
     stored = object.__new__(kvlint.running.contract_cache._Stored)
-    stored.__dict__["contracts"] = {}
+    stored.__dict__.update(contracts={b"key": Contract()}, readings={})
     return pickle.dumps(stored)
 
 
@@ -124,7 +125,7 @@ def test_a_corrupt_or_foreign_contract_file_is_ignored_and_rewritten(tree: Path,
     cache_file.parent.mkdir(exist_ok=True)
     cache_file.write_bytes(content)
     assert lint().contract == expected
-    assert list(pickle.loads(cache_file.read_bytes()).contracts.values()) == [expected]
+    assert [learning.contract for learning in pickle.loads(cache_file.read_bytes()).scopes.values()] == [expected]
 
 
 def test_the_language_server_reads_the_contract_check_left_and_writes_none(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvlint.running.learn_tree import _import_counts, class_bases
+from kvlint.running.learn_scope import Scope
+from kvlint.running.learn_tree import class_bases, import_counts
 
 SOURCE = b'''class Pool(Base, torch.nn.Module):
     class Inner(Pool):
@@ -17,9 +18,9 @@ from engine.pool import Pool
 
 
 def test_class_headers_are_read_only_at_line_starts() -> None:
-    bases = class_bases([(Path("m.py"), SOURCE)])
+    bases = class_bases(Scope({Path("m.py"): SOURCE}))
     assert bases == {"Pool": {"Base", "Module"}, "Inner": {"Pool"}, "Tabbed": {"Inner"}}
 
 
 def test_from_imports_are_counted_only_at_line_starts() -> None:
-    assert _import_counts([(Path("m.py"), SOURCE)], b"") == {"engine.inner": 1, "engine.pool": 1}
+    assert import_counts(Scope({Path("m.py"): SOURCE}), b"") == {"engine.inner": 1, "engine.pool": 1}

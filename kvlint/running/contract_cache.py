@@ -1,40 +1,49 @@
-"""The learned contract, cached, so that a run over a tree that did not change does not learn it again.
+"""The learned contract, cached, so that a run over a tree whose edits learning does not read
+does not learn it again.
 
 Learning reads every file of the scope (a bytes test picks the few it parses) and climbs the
-directories above the defining files for package and project-root markers (`module_path`). So
-a contract is stored under all of that: kvlint's own identity (as the result cache's run keys),
-the configuration, the working directory (a learned value names its file relative to it),
-every file's path and content digest, and which markers the directories above the files hold.
-Any edit anywhere in the scope learns again; what is saved is the 2-3 s a warm run over an
-unchanged tree (or a server starting where `kvlint check` ran) would spend.
+directories above the defining files for package and project-root markers (`module_path`). A
+contract is kept under its frame (`frame_key`: kvlint's own identity, as the result cache's run
+keys, the configuration, the working directory, since a learned value names its file relative
+to it, every file's path and the markers above the files), with every file's digest and what
+learning asked of each file (`kvlint.running.learn_scope.Asked`). Another frame learns again.
+In the same frame, the files whose digests changed are asked learning's questions again: when
+each answers as before (an edit to a backend's body, a comment, lines moving in a file whose
+lines the contract does not name), the contract is kept and stored under the new digests, in
+well under a tenth of a second on sglang/srt; else learning runs again, and what it read of
+each piece of a file it parsed (`kvlint.running.learn_memo`, by content) is reused, so only the
+edited file's pieces are parsed again.
 
-The contracts of the last few scopes, and what learning read of each piece of a file it parsed
-(`kvlint.running.learn_memo`: an edited tree parses only the edited file's pieces again), sit in
-one file at the top of the result cache's directory (apart from the run keys' files, which the
-result cache prunes): the result cache's key holds the contract, so the contract must be known
-before that cache is opened. A file that cannot be read back, or holds anything else, is taken
-as empty and rewritten.
+The contracts of the last few frames sit in one file at the top of the result cache's directory
+(apart from the run keys' files, which the result cache prunes): the result cache's key holds
+the contract, so the contract must be known before that cache is opened. The pieces' readings
+sit in another, read only when learning runs. A file that cannot be read back, or holds
+anything else, is taken as empty and rewritten.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
 from kvlint.running.cache import dataclass_identity, digest, prepare_directory, run_key, write_atomically
-from kvlint.running.learn import ROOT_MARKERS, learn_contract
+from kvlint.running.learn import ROOT_MARKERS, learn_asking, learn_contract
 from kvlint.running.learn_memo import recall, used
+from kvlint.running.learn_scope import Asked
 
 CONTRACT_FILE = "contract.pickle"
+READINGS_FILE = "contract-readings.pickle"
 # Scopes kept: a whole-tree run, a server's `include`, a run of a subdirectory or two.
 MAX_SCOPES = 4
 # What `module_path` looks for in each directory above a file.
 _MARKERS = ("__init__.py", *ROOT_MARKERS)
+_DIGEST_SIZE = len(digest(b""))
 
 
 def contract_for(
@@ -45,65 +54,117 @@ def contract_for(
     if not cache:
         return learn_contract(config, sources), False
     directory = config.root / config.cache_dir
-    key = scope_key(config, sources)
+    paths = sorted(sources)
+    frame = frame_key(config, paths)
+    digests = b"".join(digest(sources[path]) for path in paths)
     known = _load(directory / CONTRACT_FILE)
-    contract = known.contracts.get(key)
-    if contract is not None:
-        return contract, True
-    # Readings are kvlint's own (what it took from a piece): another kvlint's are not used.
-    recall(known.readings if known.kvlint == run_key() else {})
-    contract = learn_contract(config, sources)
+    learning = known.scopes.get(frame)
+    # What learning read of the pieces of a file is remembered: an edited file's unchanged methods are not parsed.
+    recall(_load_readings(directory / READINGS_FILE))
+    if learning is not None and _answers_as_before(learning, paths, sources, digests):
+        if store and learning.digests != digests:
+            _save(directory, frame, replace(learning, digests=digests), known)
+        return learning.contract, True
+    contract, asked = learn_asking(config, sources)
     if store:
-        _save(directory, key, contract, known)
+        _save(directory, frame, _Learning(digests, asked, contract), known)
+        _save_readings(directory)
     return contract, False
+
+
+@dataclass(frozen=True)
+class _Learning:
+    """A scope's contract, the digests of the files it was learned from (in path order, one
+    after the other) and what learning asked of them."""
+
+    digests: bytes
+    asked: Asked
+    contract: Contract
+
+
+def _answers_as_before(learning: _Learning, paths: list[Path], sources: Mapping[Path, bytes], digests: bytes) -> bool:
+    """Whether every file that changed since `learning` answers learning's questions as before."""
+    for number, path in enumerate(paths):
+        span = slice(number * _DIGEST_SIZE, (number + 1) * _DIGEST_SIZE)
+        if learning.digests[span] != digests[span] and not learning.asked.answers_as_before(number, sources[path]):
+            return False
+    return True
+
+
+def frame_key(config: Config, paths: list[Path]) -> bytes:
+    """Everything a contract is learned from besides the files' bytes: kvlint's identity, the
+    configuration, the working directory, the files' paths (sorted) and the markers above them."""
+    hasher = hashlib.sha256(run_key(dataclass_identity(config), str(Path.cwd())).encode())
+    # Strings, not `Path`s, and each directory once: this runs before every check, over every file.
+    shown = [str(path) for path in paths]
+    hasher.update("\0".join(shown).encode())
+    directories: set[str] = set()
+    for parent in {os.path.dirname(path) for path in shown}:
+        directory = os.path.abspath(parent)
+        while directory not in directories and directory != os.path.dirname(directory):
+            directories.add(directory)
+            directory = os.path.dirname(directory)
+    for directory in sorted(directories):
+        present = "".join("1" if os.path.exists(os.path.join(directory, marker)) else "0" for marker in _MARKERS)
+        hasher.update(f"{directory}\0{present}".encode())
+    return hasher.digest()
 
 
 @dataclass
 class _Stored:
-    contracts: dict[bytes, Contract] = field(default_factory=dict)
-    # What learning read of each piece of a file it parsed (`learn_memo`): after an edit, learning
-    # parses only the edited file's pieces again.
-    readings: dict[Any, Any] = field(default_factory=dict)
-    # The kvlint that made them (`run_key()`: its version and own source files).
-    kvlint: str = ""
-
-
-def scope_key(config: Config, sources: Mapping[Path, bytes]) -> bytes:
-    hasher = hashlib.sha256(run_key(dataclass_identity(config), str(Path.cwd())).encode())
-    directories: set[Path] = set()
-    for path in sorted(sources):
-        hasher.update(str(path).encode() + b"\0" + digest(sources[path]))
-        directory = path.absolute().parent
-        while directory not in directories and directory != directory.parent:
-            directories.add(directory)
-            directory = directory.parent
-    for directory in sorted(directories):
-        present = "".join("1" if (directory / marker).exists() else "0" for marker in _MARKERS)
-        hasher.update(f"{directory}\0{present}".encode())
-    return hasher.digest()
+    # By `frame_key`, the newest last.
+    scopes: dict[bytes, _Learning] = field(default_factory=dict)
 
 
 def _load(path: Path) -> _Stored:
     try:
         with open(path, "rb") as handle:
             stored = pickle.load(handle)
-    except Exception:  # noqa: BLE001 - missing, truncated, corrupt or foreign: nothing known
+    except Exception:  # noqa: BLE001 - missing, truncated, corrupt, foreign or naming code that is gone
         return _Stored()
-    # Fields are read with a default: a file an older kvlint wrote may lack one.
-    contracts, readings = getattr(stored, "contracts", None), getattr(stored, "readings", None)
-    if not (isinstance(stored, _Stored) and isinstance(contracts, dict) and isinstance(readings, dict)):
+    # Read with a default: a file an older kvlint wrote may lack the field.
+    scopes = getattr(stored, "scopes", None)
+    if not (isinstance(stored, _Stored) and isinstance(scopes, dict)):
         return _Stored()
-    kept = {key: value for key, value in contracts.items() if isinstance(key, bytes) and isinstance(value, Contract)}
-    return _Stored(kept, readings, str(getattr(stored, "kvlint", "")))
+    return _Stored({key: value for key, value in scopes.items() if isinstance(key, bytes) and isinstance(value, _Learning)})
 
 
-def _save(directory: Path, key: bytes, contract: Contract, known: _Stored) -> None:
+def _save(directory: Path, frame: bytes, learning: _Learning, known: _Stored) -> None:
     # The newest last: the oldest scopes drop out first.
-    kept = [(old, value) for old, value in known.contracts.items() if old != key][-(MAX_SCOPES - 1):]
-    stored = _Stored(dict([*kept, (key, contract)]), used(), run_key())
+    kept = [(old, value) for old, value in known.scopes.items() if old != frame][-(MAX_SCOPES - 1):]
+    _write(directory, CONTRACT_FILE, _Stored(dict([*kept, (frame, learning)])))
+
+
+@dataclass
+class _Readings:
+    """What the last learning read of each piece of a file it parsed (`learn_memo`), and the
+    kvlint that read it (`run_key()`: its version and own source files)."""
+
+    readings: dict[Any, Any]
+    kvlint: str
+
+
+def _load_readings(path: Path) -> dict[Any, Any]:
+    """The readings this kvlint made: another kvlint's may be shaped otherwise."""
+    try:
+        with open(path, "rb") as handle:
+            stored = pickle.load(handle)
+    except Exception:  # noqa: BLE001 - missing, truncated, corrupt, foreign or naming code that is gone
+        return {}
+    readings = getattr(stored, "readings", None)
+    if isinstance(stored, _Readings) and isinstance(readings, dict) and getattr(stored, "kvlint", "") == run_key():
+        return readings
+    return {}
+
+
+def _save_readings(directory: Path) -> None:
+    _write(directory, READINGS_FILE, _Readings(used(), run_key()))
+
+
+def _write(directory: Path, name: str, stored: object) -> None:
     try:
         prepare_directory(directory, directory)
-        write_atomically(directory / CONTRACT_FILE, pickle.dumps(stored, protocol=pickle.HIGHEST_PROTOCOL))
+        write_atomically(directory / name, pickle.dumps(stored, protocol=pickle.HIGHEST_PROTOCOL))
     except OSError:
         # A read-only checkout or a full disk: the run goes on with the contract it learned.
         return

@@ -21,7 +21,10 @@ Learning is cheap: a plain bytes test picks the few files that could define
 any of these, and only those are parsed, with the stdlib `ast` (learning needs
 names and line numbers, not LibCST's round-trip tree). Whatever is not found
 keeps the seed's spelling. Each learned value's source reads "learned from
-PATH:LINE".
+PATH:LINE". A learner reads a file only through the questions of
+`kvlint.running.learn_scope.Scope` (`kvlint.running.learn_classes` holds those about
+the definitions above), which records them: after an edit, the contract cache asks
+the edited files alone whether they answer as before.
 
 What fixes may call, and where they import it from:
 
@@ -44,47 +47,50 @@ What fixes may call, and where they import it from:
 
 from __future__ import annotations
 
-import ast
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from kvlint.api.config import Config, configured_contract
-from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, NOT_FIELD_ANNOTATIONS, PAGED_HELPERS, Contract
+from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contract
+from kvlint.running.learn_classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
 from kvlint.running.learn_doors import doors_by_mark, doors_by_name
 from kvlint.running.learn_gate import learn_mark_gate
+from kvlint.running.learn_scope import Asked, Scope
 from kvlint.running.learn_tree import (
     Learned as _Learned,
     learn_door_checks as _learn_door_checks,
     learn_import_spellings as _learn_import_spellings,
-    learn_mark_predicate as _learn_mark_predicate,
     learn_pool_classes as _learn_pool_classes,
-    parsed_tree as _tree,
 )
 
-MARK_FIELDS = ("id_space", "physical")
 # Markers of a project root: a package path never climbs past one.
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
 def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
     """The configured contract with its "auto" values learned from `sources`."""
+    return learn_asking(config, sources)[0]
+
+
+def learn_asking(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Asked]:
+    """The contract `learn_contract` learns, and what learning asked of each file to learn it."""
     contract = configured_contract(config)
     learned = _Learned()
-    ordered = sorted(sources.items())
+    scope = Scope(sources)
     if _auto(config, "mark", "batch-mark", "layer-factory", "write-loc-module"):
-        _learn_write_loc(contract, ordered, learned)
+        _learn_write_loc(contract, scope, learned)
     if _auto(config, "batch-mark"):
-        _learn_batch_mark(contract, config, ordered, learned)
-    _learn_batch_fields(config, ordered, learned)
+        _learn_batch_mark(contract, config, scope, learned)
+    _learn_batch_fields(config, scope, learned)
     if "write-doors" not in dict(config.contract):
-        _learn_doors(contract, config, ordered, learned)
+        _learn_doors(contract, config, scope, learned)
     if _auto(config, "paged-helpers-module"):
-        _learn_paged_helpers(ordered, learned)
-    _learn_import_spellings(config, ordered, learned)
-    _learn_pool_classes(contract, config, ordered, learned)
-    _learn_door_checks(contract, learned, ordered)
-    learn_mark_gate(contract, learned, ordered)
+        _learn_paged_helpers(scope, learned)
+    _learn_import_spellings(config, scope, learned)
+    _learn_pool_classes(contract, config, scope, learned)
+    _learn_door_checks(contract, learned, scope)
+    learn_mark_gate(contract, learned, scope)
     values = {key: value for key, value in learned.values.items() if key in _keys_to_fill(config)}
     changes: dict[str, Any] = {key.replace("-", "_"): value for key, value in values.items()}
     found = {key: learned.sources[key] for key in values}
@@ -93,7 +99,8 @@ def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
         for key in _LOOKED_FOR
         if config.contract_value(key) == AUTO and key not in learned.values and not _pinned_elsewhere(config, key, learned)
     )
-    return replace(contract, **changes, missing=missing, sources=(*contract.sources, *found.items()))
+    learned_contract = replace(contract, **changes, missing=missing, sources=(*contract.sources, *found.items()))
+    return learned_contract, scope.asked(learned.pinned)
 
 
 def _pinned_elsewhere(config: Config, key: str, learned: _Learned) -> bool:
@@ -128,138 +135,71 @@ def _keys_to_fill(config: Config) -> set[str]:
     return auto
 
 
-def _parsed(files: list[tuple[Path, bytes]], needle: bytes) -> Iterator[tuple[Path, ast.Module]]:
-    """The files holding `needle` that parse; the others are KV000's business, not learning's."""
-    for path, data in files:
-        if needle not in data:
-            continue
-        tree = _tree(data)
-        if tree is not None:
-            yield path, tree
+def _learn_write_loc(contract: Contract, scope: Scope, learned: _Learned) -> None:
+    found = scope.first(write_loc_class, contract.write_loc_class, contract.batch_factory)
+    if found is None:
+        return
+    path, klass = found
+    learned.set("write-loc-class", contract.write_loc_class, path, klass.line)
+    if klass.mark is not None:
+        learned.set("mark", klass.mark, path, klass.line)
+    learned.set("write-loc-fields", tuple(f for f in klass.fields if f != klass.mark), path, klass.line)
+    learned.set("layer-factory", "for_layer" if klass.has_layer_factory else "", path, klass.line)
+    # Refined by `_learn_import_spellings` from how the tree imports this file.
+    learned.set("write-loc-module", module_path(path), path, klass.line)
+    learned.defining["write-loc-module"] = path
+    if klass.factory_line is not None:
+        learned.set("batch-factory", contract.batch_factory, path, klass.factory_line)
+    for attribute, line in klass.factory_marks:
+        learned.set("batch-mark", attribute, path, line)
+    if klass.predicate is not None:
+        learned.set("mark-predicate", klass.predicate[0], path, klass.predicate[1])
 
 
-def _learn_write_loc(contract: Contract, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
-    cls = contract.write_loc_class
-    for path, tree in _parsed(files, f"class {cls}".encode()):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef) and node.name == cls:
-                fields = [
-                    stmt.target.id
-                    for stmt in node.body
-                    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                ]
-                marks = [name for name in fields if name in MARK_FIELDS]
-                mark = marks[0] if marks else None
-                learned.set("write-loc-class", cls, path, node.lineno)
-                if mark is not None:
-                    learned.set("mark", mark, path, node.lineno)
-                learned.set("write-loc-fields", tuple(f for f in fields if f != mark), path, node.lineno)
-                methods = {stmt.name for stmt in node.body if isinstance(stmt, ast.FunctionDef)}
-                layer_factory = "for_layer" if "for_layer" in methods else ""
-                learned.set("layer-factory", layer_factory, path, node.lineno)
-                # Refined by `_learn_import_spellings` from how the tree imports this file.
-                learned.set("write-loc-module", module_path(path), path, node.lineno)
-                learned.defining["write-loc-module"] = path
-                factory = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == contract.batch_factory), None)
-                if factory is not None:
-                    learned.set("batch-factory", contract.batch_factory, path, factory.lineno)
-                    if mark is not None:
-                        _mark_read_by_factory(factory, mark, path, learned)
-                if mark is not None:
-                    _learn_mark_predicate(cls, mark, tree, path, learned)
-                return
-
-
-def _mark_read_by_factory(factory: ast.FunctionDef, mark: str, path: Path, learned: _Learned) -> None:
-    """The batch attribute `for_batch` passes as the mark: `mark=batch.ATTR` or `getattr(batch, "ATTR", ...)`."""
-    for node in ast.walk(factory):
-        if not isinstance(node, ast.keyword) or node.arg != mark:
-            continue
-        value = node.value
-        if isinstance(value, ast.Attribute):
-            learned.set("batch-mark", value.attr, path, node.lineno)
-        elif (
-            isinstance(value, ast.Call)
-            and isinstance(value.func, ast.Name)
-            and value.func.id == "getattr"
-            and len(value.args) >= 2
-            and isinstance(value.args[1], ast.Constant)
-            and isinstance(value.args[1].value, str)
-        ):
-            learned.set("batch-mark", value.args[1].value, path, node.lineno)
-
-
-def _learn_batch_mark(contract: Contract, config: Config, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
+def _learn_batch_mark(contract: Contract, config: Config, scope: Scope, learned: _Learned) -> None:
     mark = str(learned.values.get("mark", contract.mark))
-    batch_class = config.tbo.batch_class
-    for path, tree in _parsed(files, f"class {batch_class}".encode()):
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.ClassDef) and node.name == batch_class):
-                continue
-            for stmt in node.body:
-                if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
-                    continue
-                name = stmt.target.id
-                if name.endswith(mark) and any(name.startswith(f"{loc}_") for loc in contract.loc_attributes):
-                    learned.set("batch-mark", name, path, stmt.lineno)
-                    return
+    found = scope.first(batch_mark_field, config.tbo.batch_class, mark, contract.loc_attributes)
+    if found is not None:
+        path, (name, line) = found
+        learned.set("batch-mark", name, path, line)
 
 
-def _learn_batch_fields(config: Config, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
+def _learn_batch_fields(config: Config, scope: Scope, learned: _Learned) -> None:
     """The batch class's dataclass fields, its bases' included, `ClassVar`s and `InitVar`s left out (as KV301 reads them)."""
-    found = _class_def(config.tbo.batch_class, files)
+    found = scope.first(data_class, config.tbo.batch_class)
     if found is None:
         return
     path, batch = found
     names: dict[str, None] = {}
-    pending, seen = [batch], {batch.name}
+    pending, seen = [batch], {config.tbo.batch_class}
     while pending:
         klass = pending.pop(0)
-        names.update(dict.fromkeys(_field_names(klass)))
-        for base in klass.bases:
-            base_name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
-            if base_name is None or base_name in seen:
+        names.update(dict.fromkeys(klass.fields))
+        for base_name in klass.bases:
+            if base_name in seen:
                 continue
             seen.add(base_name)
-            base_found = _class_def(base_name, files)
+            base_found = scope.first(data_class, base_name)
             if base_found is not None:
                 pending.append(base_found[1])
-    learned.set("batch-fields", tuple(names), path, batch.lineno)
+    learned.set("batch-fields", tuple(names), path, batch.line)
 
 
-def _class_def(name: str, files: list[tuple[Path, bytes]]) -> Optional[tuple[Path, ast.ClassDef]]:
-    for path, tree in _parsed(files, f"class {name}".encode()):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef) and node.name == name:
-                return path, node
-    return None
-
-
-def _field_names(klass: ast.ClassDef) -> list[str]:
-    names = []
-    for stmt in klass.body:
-        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
-            continue
-        annotation = stmt.annotation.value if isinstance(stmt.annotation, ast.Subscript) else stmt.annotation
-        spelled = annotation.attr if isinstance(annotation, ast.Attribute) else getattr(annotation, "id", None)
-        if spelled not in NOT_FIELD_ANNOTATIONS:
-            names.append(stmt.target.id)
-    return names
-
-
-def _learn_doors(contract: Contract, config: Config, files: list[tuple[Path, bytes]], learned: _Learned) -> None:
+def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Learned) -> None:
     """By what a pool does with its loc where the tree has the mark, else by name; then the
     configuration's `add-write-doors` / `remove-write-doors`."""
     mark = learned.values.get("mark") or (contract.mark if config.contract_value("mark") != AUTO else None)
     if "write-loc-class" not in learned.values:
         mark = None
     cls = str(learned.values.get("write-loc-class", contract.write_loc_class))
-    found = doors_by_mark(files, cls, str(mark)) if mark else doors_by_name(files)
+    found = doors_by_mark(scope, cls, str(mark)) if mark else doors_by_name(scope)
     doors = {} if mark and found else dict(DEFAULT_WRITE_DOORS)
     reasons = {} if mark and found else {name: "default" for name in doors}
     for door in found:
         doors[door.name] = door.index
         reasons[door.name] = door.reason()
+        # Its line is in the reason.
+        learned.pinned.add(door.path)
     for name, index in contract.add_write_doors:
         doors[name] = index
         reasons[name] = f"config {config.path}: add-write-doors"
@@ -277,14 +217,10 @@ def _learn_doors(contract: Contract, config: Config, files: list[tuple[Path, byt
         learned.sources["write-doors"] = f"config {config.path}"
 
 
-def _learn_paged_helpers(files: list[tuple[Path, bytes]], learned: _Learned) -> None:
+def _learn_paged_helpers(scope: Scope, learned: _Learned) -> None:
     best: Optional[tuple[int, str, Path, int, tuple[str, ...]]] = None
-    for path, tree in _parsed(files, b"def paged_"):
-        defined = {
-            node.name: node.lineno for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in PAGED_HELPERS
-        }
-        if not defined:
-            continue
+    for path, pairs in scope.survey(paged_helpers_defined).items():
+        defined = dict(pairs)
         helpers = tuple(name for name in PAGED_HELPERS if name in defined)
         line = min(defined.values())
         # The module defining the most helpers wins; then the shortest path, for a stable answer.

@@ -23,14 +23,15 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field, replace
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
 from kvlint.api.contract import DEFAULT_WRITE_DOORS, LOC_KEYWORDS
 from kvlint.running.discovery import display_path
 from kvlint.running.learn_memo import remembered
+from kvlint.running.learn_scope import Scope
 from kvlint.running.learn_tree import DOOR_DEF, parsed_tree
 
 DOOR_NAME = re.compile(r"^_?set_(\w+_)?kv_buffer$")
@@ -52,32 +53,22 @@ class Door:
         return f"{display_path(self.path, Path.cwd())}:{self.line}: {self.why}"
 
 
-def doors_by_mark(files: list[tuple[Path, bytes]], write_loc_class: str, mark: str) -> list[Door]:
+def doors_by_mark(scope: Scope, write_loc_class: str, mark: str) -> list[Door]:
     """The doors of a tree whose write-loc class `write_loc_class` carries `mark`."""
-    checks = _mark_checks(files, write_loc_class, mark)
+    checks: dict[str, int] = {}
+    for found_checks in scope.survey(mark_checks, write_loc_class, mark).values():
+        checks.update(found_checks)
     # Round one reads the files naming the class, its mark or a mark check; each later round
     # the files calling a door found in the round before (the forwarding wrappers).
     words = {write_loc_class, f".{mark}", *checks}
-    # A file is split into its methods once, and each method parsed once, whichever round reads it.
-    pieces: dict[Path, list[_Piece]] = {}
-    parsed: set[tuple[Path, int]] = set()
+    # In the order first read, whichever round read them.
     methods: dict[tuple[Path, int], _Method] = {}
     doors: dict[str, Door] = {}
     for _round in range(_MAX_ROUNDS):
-        encoded = [word.encode() for word in words]
-        for path, data in files:
-            if not any(word in data for word in encoded):
-                continue
-            if path not in pieces:
-                pieces[path] = _pieces(data, methods=True)
-            for piece in pieces[path]:
-                if (path, piece.first) in parsed or not piece.holds(encoded):
-                    continue
-                parsed.add((path, piece.first))
-                method = remembered("method", piece.text, (piece.first, write_loc_class, mark),
-                                    partial(_read_method, piece, write_loc_class, mark))
-                if method is not None:
-                    methods[(path, piece.first)] = method
+        read = scope.survey(methods_holding, tuple(sorted(word.encode() for word in words)), write_loc_class, mark)
+        for path, file_methods in read.items():
+            for method in file_methods:
+                methods.setdefault((path, method.first), method)
         found = []
         for (path, _line), method in methods.items():
             door = None if method.name in doors else method.door(path, write_loc_class, mark, checks, doors)
@@ -90,13 +81,30 @@ def doors_by_mark(files: list[tuple[Path, bytes]], write_loc_class: str, mark: s
     return sorted(doors.values(), key=lambda door: door.name)
 
 
+def methods_holding(data: bytes, words: tuple[bytes, ...], write_loc_class: str, mark: str) -> tuple["_Method", ...]:
+    """What door learning reads of each method of a file holding one of `words`. A file is split
+    into its methods once, and each method parsed once (`remembered`), whichever round reads it."""
+    if not any(word in data for word in words):
+        return ()
+    read = []
+    for piece in _pieces(data, methods=True):
+        if piece.holds(words):
+            method = remembered("method", piece.text, (write_loc_class, mark),
+                                partial(_read_method, piece.text, write_loc_class, mark))
+            if method is not None:
+                read.append(method.moved(piece.first))
+    return tuple(read)
+
+
+# Lines leave a reading's equality (`kvlint.running.learn_scope`): a door's line is in its reason,
+# which pins its file, and nothing else learning does depends on them.
 @dataclass(frozen=True)
 class _Call:
     callee: str
-    line: int
     # The plain name at each position (None: anything else; the list stops at a `*args`).
     positional: tuple[Optional[str], ...]
     keywords: tuple[tuple[str, str], ...]
+    line: int = field(compare=False)
 
     def passes(self, names: set[str], position: int, keywords: tuple[str, ...]) -> bool:
         if position < len(self.positional) and self.positional[position] in names:
@@ -110,11 +118,14 @@ class _Method:
 
     name: str
     params: tuple[str, ...]
-    # Name -> line where it is tested against the write-loc class or read for its mark.
-    checked: dict[str, int]
+    # The names tested against the write-loc class or read for its mark, and where first.
+    checked: tuple[str, ...]
+    checked_lines: tuple[int, ...] = field(compare=False)
     calls: tuple[_Call, ...]
     # (target, value) of each `name = other_name`.
     copies: tuple[tuple[str, str], ...]
+    # The index of the method's first line in its file (its lines are counted from there).
+    first: int = field(default=0, compare=False)
 
     @classmethod
     def read(cls, method: _Function, write_loc_class: str, mark: str) -> "_Method":
@@ -130,13 +141,18 @@ class _Method:
                     if isinstance(node.args[0], ast.Name):
                         checked.setdefault(node.args[0].id, node.lineno)
                 elif callee is not None:
-                    calls.append(_Call(callee, node.lineno, _positional(node), tuple(
+                    calls.append(_Call(callee, _positional(node), tuple(
                         (k.arg, k.value.id) for k in node.keywords if k.arg and isinstance(k.value, ast.Name)
-                    )))
+                    ), node.lineno))
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 if isinstance(node.value, ast.Name):
                     copies.append((node.targets[0].id, node.value.id))
-        return cls(method.name, tuple(_params(method)), checked, tuple(calls), tuple(copies))
+        return cls(method.name, tuple(_params(method)), tuple(checked), tuple(checked.values()), tuple(calls), tuple(copies))
+
+    def moved(self, first: int) -> "_Method":
+        """This reading of a method whose file holds it from line index `first` on: its lines the file's."""
+        calls = tuple(replace(call, line=call.line + first) for call in self.calls)
+        return replace(self, checked_lines=tuple(line + first for line in self.checked_lines), calls=calls, first=first)
 
     def door(
         self, path: Path, cls: str, mark: str, checks: dict[str, int], doors: dict[str, Door]
@@ -144,7 +160,7 @@ class _Method:
         for index, param in enumerate(self.params):
             if param in self.checked:
                 why = f"`{param}` is tested against `{cls}` or read for `.{mark}`"
-                return Door(self.name, index, path, self.checked[param], why)
+                return Door(self.name, index, path, self.checked_lines[self.checked.index(param)], why)
             carriers = self._carriers(param)
             for call in self.calls:
                 if call.callee in checks and call.passes(carriers, checks[call.callee], ()):
@@ -162,8 +178,9 @@ class _Method:
         return names
 
 
-def _read_method(piece: "_Piece", write_loc_class: str, mark: str) -> Optional[_Method]:
-    function = piece.parse()
+def _read_method(text: bytes, write_loc_class: str, mark: str) -> Optional[_Method]:
+    """The reading of a method's text, its lines counted from the text's first (`_Method.moved`)."""
+    function = _Piece(0, text).parse()
     return None if function is None else _Method.read(function, write_loc_class, mark)
 
 
@@ -176,39 +193,46 @@ def _positional(call: ast.Call) -> tuple[Optional[str], ...]:
     return tuple(names)
 
 
-def doors_by_name(files: list[tuple[Path, bytes]]) -> list[Door]:
+def doors_by_name(scope: Scope) -> list[Door]:
     """Methods named like `set_*kv_buffer` taking a `loc`/`loc_info` parameter (a tree without the mark)."""
     doors: dict[str, Door] = {}
-    for path, data in files:
-        if not DOOR_DEF.search(data):
-            continue
-        tree = parsed_tree(data)
-        for method in _class_methods(tree) if tree is not None else ():
-            if method.name in doors or method.name in DEFAULT_WRITE_DOORS or not DOOR_NAME.match(method.name):
-                continue
-            params = _params(method)
-            index = next((i for i, name in enumerate(params) if name in LOC_KEYWORDS), None)
-            if index is not None:
-                doors[method.name] = Door(method.name, index, path, method.lineno, f"named like a door, `{params[index]}`")
+    for path, named in scope.survey(named_doors).items():
+        for name, index, line, param in named:
+            if name not in doors:
+                doors[name] = Door(name, index, path, line, f"named like a door, `{param}`")
     return sorted(doors.values(), key=lambda door: door.name)
 
 
-def _mark_checks(files: list[tuple[Path, bytes]], cls: str, mark: str) -> dict[str, int]:
-    """Module functions testing their parameter against the write-loc class or reading its mark,
-    by name -> the parameter's position (`unwrap_write_loc(loc_info)` -> 0)."""
-    found: dict[str, int] = {}
-    words = [cls.encode(), f".{mark}".encode()]
-    for _path, data in files:
-        if words[0] not in data:
+def named_doors(data: bytes) -> tuple[tuple[str, int, int, str], ...]:
+    """(name, loc index, line, loc parameter) of each class method of a file named like a door
+    (the defaults left out) with a `loc`/`loc_info` parameter."""
+    tree = parsed_tree(data) if DOOR_DEF.search(data) else None
+    found = []
+    for method in _class_methods(tree) if tree is not None else ():
+        if method.name in DEFAULT_WRITE_DOORS or not DOOR_NAME.match(method.name):
             continue
-        functions = (piece.parse() for piece in _pieces(data, methods=False) if piece.holds(words))
-        for node in (function for function in functions if function is not None):
-            params = [arg.arg for arg in (*node.args.posonlyargs, *node.args.args)]
-            for position, param in enumerate(params):
-                if _checks_itself(node, param, cls, mark) is not None:
-                    found[node.name] = position
-                    break
-    return found
+        params = _params(method)
+        index = next((i for i, name in enumerate(params) if name in LOC_KEYWORDS), None)
+        if index is not None:
+            found.append((method.name, index, method.lineno, params[index]))
+    return tuple(found)
+
+
+def mark_checks(data: bytes, cls: str, mark: str) -> tuple[tuple[str, int], ...]:
+    """The module functions of a file testing their parameter against the write-loc class or
+    reading its mark, as (name, the parameter's position): `unwrap_write_loc(loc_info)` -> 0."""
+    words = (cls.encode(), f".{mark}".encode())
+    if words[0] not in data:
+        return ()
+    found = []
+    functions = (piece.parse() for piece in _pieces(data, methods=False) if piece.holds(words))
+    for node in (function for function in functions if function is not None):
+        params = [arg.arg for arg in (*node.args.posonlyargs, *node.args.args)]
+        for position, param in enumerate(params):
+            if _checks_itself(node, param, cls, mark) is not None:
+                found.append((node.name, position))
+                break
+    return tuple(found)
 
 
 _DEF_LINE = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def[ \t]")
@@ -222,7 +246,7 @@ class _Piece:
     first: int
     text: bytes
 
-    def holds(self, words: list[bytes]) -> bool:
+    def holds(self, words: tuple[bytes, ...]) -> bool:
         return any(word in self.text for word in words)
 
     def parse(self) -> Optional[_Function]:
@@ -237,6 +261,7 @@ class _Piece:
         return function if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
+@lru_cache(maxsize=256)
 def _pieces(data: bytes, methods: bool) -> list[_Piece]:
     """A file's methods (indented `def`s) or module functions, each cut out on its own: the files
     that matter are the largest of a tree (its pools), and a pool's few doors sit among hundreds

@@ -20,64 +20,68 @@ leaves no class ungated: a wrong exemption would hide a raw loc from `--prove`.
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 from kvlint.api.contract import Contract
+from kvlint.running.learn_scope import Scope
 from kvlint.running.learn_tree import Learned, class_bases, subclasses
 
-_Files = list[tuple[Path, bytes]]
+# What a file says of the gate when something besides a class body's literal assigns it.
+_ASSIGNED_ELSEWHERE = "assigned elsewhere"
 
 
-def learn_mark_gate(contract: Contract, learned: Learned, files: _Files) -> None:
+def learn_mark_gate(contract: Contract, learned: Learned, scope: Scope) -> None:
     predicate = str(learned.values.get("mark-predicate", "") or contract.mark_predicate)
     if not predicate:
         return
-    found = _gate(files, predicate)
+    found = scope.first(gate_checked, predicate)
     if found is None:
         return
-    gate, path, line = found
+    path, (gate, line) = found
     learned.set("mark-gate", gate, path, line)
-    settings = _class_settings(files, gate)
-    if settings is None:
-        return
-    ungated = _ungated(class_bases(files), settings)
+    settings: dict[str, set[bool]] = {}
+    for answer in scope.survey(class_settings, gate).values():
+        if answer == _ASSIGNED_ELSEWHERE:
+            return
+        for klass, value in answer:
+            settings.setdefault(klass, set()).add(value)
+    ungated = _ungated(class_bases(scope), settings)
     if ungated:
         learned.values["ungated-classes"] = tuple(ungated)
         learned.sources["ungated-classes"] = f"learned: classes keeping `{gate}` off, with their subclasses"
 
 
-def _gate(files: _Files, predicate: str) -> Optional[tuple[str, Path, int]]:
+def gate_checked(data: bytes, predicate: str) -> Optional[tuple[str, int]]:
+    """The gate attribute of a file's `if self.<gate> and not <predicate>(`, and its line."""
+    if predicate.encode() not in data:
+        return None
     pattern = re.compile(rb"\bif[ \t]+self\.(\w+)[ \t]+and[ \t]+not[ \t]+" + re.escape(predicate.encode()) + rb"\(")
-    for path, data in files:
-        if predicate.encode() not in data:
-            continue
-        match = pattern.search(data)
-        if match is not None:
-            return match.group(1).decode(), path, data.count(b"\n", 0, match.start()) + 1
-    return None
+    match = pattern.search(data)
+    if match is None:
+        return None
+    return match.group(1).decode(), data.count(b"\n", 0, match.start()) + 1
 
 
-def _class_settings(files: _Files, gate: str) -> Optional[dict[str, set[bool]]]:
-    """Class name -> the literal values its body gives `gate`; None when something else assigns it."""
+def class_settings(data: bytes, gate: str) -> Union[tuple[tuple[str, bool], ...], str]:
+    """(class, value) of each literal a class body of the file gives `gate`, in order;
+    `_ASSIGNED_ELSEWHERE` when something else assigns it."""
+    if gate.encode() not in data:
+        return ()
     name = re.escape(gate.encode())
     in_body = re.compile(rb"^([ \t]+)" + name + rb"[ \t]*(?::[^=\n]*)?=[ \t]*(True|False)[ \t]*(?:#.*)?$")
     assigned = re.compile(rb"\b" + name + rb"\b[ \t]*(?::[^=\n]*)?=(?!=)|setattr\([^)]*['\"]" + name + rb"['\"]")
-    settings: dict[str, set[bool]] = {}
-    for _path, data in files:
-        if gate.encode() not in data:
+    settings = []
+    lines = data.splitlines()
+    for number, text in enumerate(lines):
+        if gate.encode() not in text or text.lstrip().startswith(b"#"):
             continue
-        lines = data.splitlines()
-        for number, text in enumerate(lines):
-            if gate.encode() not in text or text.lstrip().startswith(b"#"):
-                continue
-            literal = in_body.match(text)
-            klass = _enclosing_class(lines, number, len(literal.group(1))) if literal else None
-            if literal is not None and klass is not None:
-                settings.setdefault(klass, set()).add(literal.group(2) == b"True")
-            elif assigned.search(text):
-                return None
-    return settings
+        literal = in_body.match(text)
+        klass = _enclosing_class(lines, number, len(literal.group(1))) if literal else None
+        if literal is not None and klass is not None:
+            settings.append((klass, literal.group(2) == b"True"))
+        elif assigned.search(text):
+            return _ASSIGNED_ELSEWHERE
+    return tuple(settings)
 
 
 _BLOCK = re.compile(rb"^([ \t]*)(?:(class)[ \t]+(\w+)|\S)")

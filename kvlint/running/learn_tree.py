@@ -17,6 +17,7 @@ from kvlint.api.config import Config
 from kvlint.api.contract import AUTO, Contract
 from kvlint.running.discovery import display_path
 from kvlint.running.learn_memo import remembered
+from kvlint.running.learn_scope import Scope
 
 DOOR_DEF = re.compile(rb"def\s+_?set_\w*kv_buffer\s*\(")
 
@@ -27,10 +28,13 @@ class Learned:
     sources: dict[str, str] = field(default_factory=dict)
     # The file defining the API behind a module key: its import spelling is learned afterwards.
     defining: dict[str, Path] = field(default_factory=dict)
+    # The files whose lines the sources name (`Asked.pinned`).
+    pinned: set[Path] = field(default_factory=set)
 
     def set(self, key: str, value: object, path: Path, line: int) -> None:
         self.values[key] = value
         self.sources[key] = f"learned from {display_path(path, Path.cwd())}:{line}"
+        self.pinned.add(path)
 
 
 @lru_cache(maxsize=64)
@@ -42,8 +46,8 @@ def parsed_tree(data: bytes) -> Optional[ast.Module]:
         return None
 
 
-def learn_mark_predicate(cls: str, mark: str, tree: ast.Module, path: Path, learned: Learned) -> None:
-    """A module function of the write-loc class's file that tests the mark: one parameter,
+def mark_predicate(cls: str, mark: str, tree: ast.Module) -> Optional[tuple[str, int]]:
+    """(name, line) of a module function of the write-loc class's file that tests the mark: one parameter,
     `isinstance(param, <cls>)` and `param.<mark>` in its body (`write_loc_is_physical`)."""
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef) or len(node.args.args) != 1:
@@ -63,8 +67,8 @@ def learn_mark_predicate(cls: str, mark: str, tree: ast.Module, path: Path, lear
             ):
                 tests_class = True
         if reads_mark and tests_class:
-            learned.set("mark-predicate", node.name, path, node.lineno)
-            return
+            return node.name, node.lineno
+    return None
 
 
 _FROM_IMPORT = re.compile(rb"from[ \t]+([A-Za-z_][\w.]*)[ \t]+import\b")
@@ -84,7 +88,7 @@ def at_line_starts(pattern: re.Pattern[bytes], data: bytes) -> Iterator[re.Match
         position = match.end()
 
 
-def learn_import_spellings(config: Config, files: list[tuple[Path, bytes]], learned: Learned) -> None:
+def learn_import_spellings(config: Config, scope: Scope, learned: Learned) -> None:
     """Spell each learned module the way the tree imports its defining file.
 
     First the most common absolute `from M import ...` among the tree's own
@@ -95,28 +99,30 @@ def learn_import_spellings(config: Config, files: list[tuple[Path, bytes]], lear
     keys = [key for key in ("write-loc-module", "paged-helpers-module") if key in learned.defining]
     if not keys:
         return
-    every: Optional[dict[str, int]] = None
     for key in keys:
         path = learned.defining[key]
         # Only a file naming the defining module's last part can import it.
-        spelled = _imported_as(path, _import_counts(files, path.stem.encode()))
+        spelled = _imported_as(path, import_counts(scope, path.stem.encode()))
         if not spelled:
-            every = _import_counts(files, b"") if every is None else every
-            spelled = _below_package_root(path, files, every)
+            spelled = _below_package_root(path, scope.paths, import_counts(scope, b""))
         if spelled:
             learned.values[key] = spelled
 
 
-def _import_counts(files: list[tuple[Path, bytes]], needle: bytes) -> dict[str, int]:
+def import_counts(scope: Scope, needle: bytes) -> dict[str, int]:
     """How often each absolute `from M import` occurs in the files holding `needle`."""
     counts: dict[str, int] = {}
-    for _, data in files:
-        if needle not in data:
-            continue
-        for match in at_line_starts(_FROM_IMPORT, data):
-            module = match.group(1).decode("ascii", "replace")
+    for imported in scope.survey(from_imports, needle).values():
+        for module in imported:
             counts[module] = counts.get(module, 0) + 1
     return counts
+
+
+def from_imports(data: bytes, needle: bytes) -> tuple[str, ...]:
+    """The module of each absolute `from M import` of a file holding `needle`, in order."""
+    if needle not in data:
+        return ()
+    return tuple(match.group(1).decode("ascii", "replace") for match in at_line_starts(_FROM_IMPORT, data))
 
 
 def _parts(path: Path) -> tuple[str, ...]:
@@ -149,12 +155,12 @@ def _imported_as(path: Path, counts: Mapping[str, int]) -> Optional[str]:
     return max(candidates, key=lambda item: (item[0], len(item[1])))[1]
 
 
-def _below_package_root(path: Path, files: list[tuple[Path, bytes]], counts: Mapping[str, int]) -> Optional[str]:
+def _below_package_root(path: Path, files: list[Path], counts: Mapping[str, int]) -> Optional[str]:
     """`path`'s module below a package root the tree's own imports reveal: an import
     `sglang.srt.layers.x` that names the file `<root>/srt/layers/x.py` says `<root>` is where
     `sglang` is imported from (namespace packages need no `__init__.py` for that)."""
     by_name: dict[str, list[tuple[str, ...]]] = {}
-    for file, _ in files:
+    for file in files:
         parts = _parts(file)
         if parts:
             by_name.setdefault(parts[-1], []).append(parts)
@@ -197,40 +203,33 @@ def subclasses(roots: set[str], bases: Mapping[str, set[str]]) -> set[str]:
     return closure
 
 
-_BASES_MEMO: dict[int, tuple[list[tuple[Path, bytes]], dict[str, set[str]]]] = {}
-
-
-def class_bases(files: list[tuple[Path, bytes]]) -> dict[str, set[str]]:
-    """Every `class X(A, b.B):` header of the tree as X -> {A, B}; read once per learning run."""
-    memo = _BASES_MEMO.get(id(files))
-    if memo is not None and memo[0] is files:
-        return memo[1]
+def class_bases(scope: Scope) -> dict[str, set[str]]:
+    """Every `class X(A, b.B):` header of the tree as X -> {A, B}."""
     bases: dict[str, set[str]] = {}
-    for _, data in files:
-        if b"class " not in data:
-            continue
-        for match in at_line_starts(_CLASS_HEADER, data):
-            names = {base.rsplit(b".", 1)[-1].decode("ascii", "replace") for base in re.split(rb"[,\s]+", match.group(2))}
-            bases.setdefault(match.group(1).decode(), set()).update(name for name in names if name.isidentifier())
-    _BASES_MEMO.clear()
-    _BASES_MEMO[id(files)] = (files, bases)
+    for headers in scope.survey(class_headers).values():
+        for name, parents in headers:
+            bases.setdefault(name, set()).update(parents)
     return bases
 
 
-def learn_pool_classes(contract: Contract, config: Config, files: list[tuple[Path, bytes]], learned: Learned) -> None:
+def class_headers(data: bytes) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each `class X(A, b.B):` header of a file as (X, (A, B))."""
+    if b"class " not in data:
+        return ()
+    headers = []
+    for match in at_line_starts(_CLASS_HEADER, data):
+        names = {base.rsplit(b".", 1)[-1].decode("ascii", "replace") for base in re.split(rb"[,\s]+", match.group(2))}
+        headers.append((match.group(1).decode(), tuple(sorted(name for name in names if name.isidentifier()))))
+    return tuple(headers)
+
+
+def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned: Learned) -> None:
     """Pool classes (own a buffer attribute), host caches, and where pools allocate page-split buffers."""
-    attributes = {name for name in contract.buffer_accessors if not name.startswith("get_")}
-    needles = [f"self.{name}".encode() for name in attributes]
+    attributes = tuple(sorted({name for name in contract.buffer_accessors if not name.startswith("get_")}))
     owners: set[str] = set()
     split_dirs: dict[str, tuple[Path, int]] = {}
     first: Optional[tuple[Path, int]] = None
-    for path, data in files:
-        if not any(needle in data for needle in needles):
-            continue
-        if not any(m.group(1).decode() in attributes for m in _BUFFER_ASSIGN.finditer(data)):
-            continue
-        assignments = remembered("buffer-assignments", data, tuple(sorted(attributes)),
-                                 partial(_buffer_assignments_of, data, attributes))
+    for path, assignments in scope.survey(buffer_assignments, attributes).items():
         for klass, klass_line, line, page_split in assignments:
             owners.add(klass)
             first = first or (path, klass_line)
@@ -238,16 +237,25 @@ def learn_pool_classes(contract: Contract, config: Config, files: list[tuple[Pat
                 directory = path.resolve().parent.as_posix()
                 split_dirs.setdefault(directory, (path, line))
     if config.contract_value("pool-classes") == AUTO and first is not None:
-        learned.set("pool-classes", tuple(sorted(subclasses(owners, class_bases(files)))), *first)
+        learned.set("pool-classes", tuple(sorted(subclasses(owners, class_bases(scope)))), *first)
     if config.contract_value("page-split-paths") == AUTO and split_dirs:
         where = next(iter(split_dirs.values()))
         learned.set("page-split-paths", tuple(sorted(split_dirs)), *where)
     configured_hosts = config.contract_value("host-cache-classes")
     roots = set(contract.host_cache_classes if configured_hosts == AUTO else configured_hosts)
-    hosts = subclasses(roots, class_bases(files))
+    hosts = subclasses(roots, class_bases(scope))
     if hosts != roots:
         learned.values["host-cache-classes"] = tuple(sorted(hosts))
         learned.sources["host-cache-classes"] = f"learned: {', '.join(sorted(roots))} and their subclasses in the tree"
+
+
+def buffer_assignments(data: bytes, attributes: tuple[str, ...]) -> tuple[tuple[str, int, int, bool], ...]:
+    """What `_buffer_assignments_of` reads of a file assigning a buffer attribute, remembered by its content."""
+    if not any(f"self.{name}".encode() in data for name in attributes):
+        return ()
+    if not any(m.group(1).decode() in attributes for m in _BUFFER_ASSIGN.finditer(data)):
+        return ()
+    return tuple(remembered("buffer-assignments", data, attributes, partial(_buffer_assignments_of, data, set(attributes))))
 
 
 def _buffer_assignments_of(data: bytes, attributes: set[str]) -> list[tuple[str, int, int, bool]]:
@@ -316,7 +324,7 @@ def _names_page_size(node: ast.expr) -> bool:
     return isinstance(name, str) and ("page_size" in name or "PAGE_SIZE" in name)
 
 
-def learn_door_checks(contract: Contract, learned: Learned, files: list[tuple[Path, bytes]]) -> None:
+def learn_door_checks(contract: Contract, learned: Learned, scope: Scope) -> None:
     """Whether some write door of the tree reads the mark (or calls the mark predicate): only then
     does an unmarked loc get refused, and only then may a message say so."""
     mark = str(learned.values.get("mark", "")) if "mark" in learned.values else ""
@@ -324,22 +332,22 @@ def learn_door_checks(contract: Contract, learned: Learned, files: list[tuple[Pa
         return
     predicate = str(learned.values.get("mark-predicate", ""))
     learned_doors: Any = learned.values.get("write-doors", contract.write_doors)
-    doors = dict(learned_doors)
-    mark_read = f".{mark}".encode()
-    for path, data in files:
-        if mark_read not in data and not (predicate and predicate.encode() in data):
+    found = scope.first(door_checking_mark, mark, predicate, tuple(sorted(dict(learned_doors))))
+    if found is not None:
+        learned.set("door-checks-mark", True, found[0], found[1][0])
+
+
+def door_checking_mark(data: bytes, mark: str, predicate: str, doors: tuple[str, ...]) -> Optional[tuple[int]]:
+    """The line of the first write door of a file that reads the mark or calls the mark predicate."""
+    if f".{mark}".encode() not in data and not (predicate and predicate.encode() in data):
+        return None
+    tree = parsed_tree(data) if DOOR_DEF.search(data) else None
+    for node in ast.walk(tree) if tree is not None else ():
+        if not (isinstance(node, ast.FunctionDef) and node.name in doors):
             continue
-        if not DOOR_DEF.search(data):
-            continue
-        tree = parsed_tree(data)
-        if tree is None:
-            continue
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.FunctionDef) and node.name in doors):
-                continue
-            for inner in ast.walk(node):
-                if (isinstance(inner, ast.Attribute) and inner.attr == mark) or (
-                    predicate and isinstance(inner, ast.Name) and inner.id == predicate
-                ):
-                    learned.set("door-checks-mark", True, path, node.lineno)
-                    return
+        for inner in ast.walk(node):
+            if (isinstance(inner, ast.Attribute) and inner.attr == mark) or (
+                predicate and isinstance(inner, ast.Name) and inner.id == predicate
+            ):
+                return (node.lineno,)
+    return None

@@ -1,0 +1,201 @@
+"""After an edit, the contract cache asks the edited files the questions learning asked: an edit
+that answers them as before keeps the cached contract without learning; any other is learned
+again. Either way the contract is the one learned from scratch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, NoReturn
+
+import pytest
+
+import kvlint.running.contract_cache
+from kvlint.api.config import load_config
+from kvlint.api.contract import Contract
+from kvlint.running.contract_cache import contract_for
+from kvlint.running.learn import learn_contract
+from kvlint.running.learn_scope import Asked
+
+WRITE_LOC = '''from dataclasses import dataclass
+
+
+@dataclass
+class KVWriteLoc:
+    loc: object
+    physical: bool = False
+
+    @classmethod
+    def for_batch(cls, forward_batch):
+        return cls(forward_batch.out_cache_loc, physical=forward_batch.out_cache_loc_is_physical)
+
+
+def write_loc_is_physical(loc_info):
+    return isinstance(loc_info, KVWriteLoc) and loc_info.physical
+
+
+def unwrap_write_loc(loc_info):
+    return loc_info.loc if isinstance(loc_info, KVWriteLoc) else loc_info
+'''
+
+BATCH = '''from dataclasses import dataclass
+
+
+class BatchBase:
+    seq_lens: object = None
+
+
+@dataclass
+class ForwardBatch(BatchBase):
+    out_cache_loc: object
+    out_cache_loc_is_physical: bool = False
+'''
+
+POOL = '''import torch
+
+from engine.write_loc import unwrap_write_loc, write_loc_is_physical
+
+
+class TokenPool:
+    requires_physical_write_loc = True
+
+    def __init__(self, size, page_size):
+        self.k_buffer = torch.zeros((size, page_size, 8))
+
+    def set_kv_buffer(self, layer, loc_info, k, v):
+        if self.requires_physical_write_loc and not write_loc_is_physical(loc_info):
+            raise ValueError("unmarked loc")
+        self.k_buffer[unwrap_write_loc(loc_info)] = k
+
+    def size_of(self):
+        return self.size
+
+
+class SparsePool(TokenPool):
+    requires_physical_write_loc = True
+'''
+
+PAGED = "def paged_view(flat, page_size):\n    return flat\n"
+
+BACKEND = '''from engine.pool import TokenPool
+
+
+class Backend:
+    def forward(self, layer, forward_batch, k, v):
+        cache_loc = forward_batch.out_cache_loc
+        forward_batch.token_to_kv_pool.set_kv_buffer(layer, cache_loc, k, v)
+'''
+
+# A door by what it does (it forwards its loc to a door), whatever its name.
+WRAPPER = """class WrapperPool:
+    def put(self, layer, where, k, v):
+        self.inner.set_kv_buffer(layer, where, k, v)
+"""
+
+FILES = {
+    "engine/wrapper.py": WRAPPER,
+    "engine/write_loc.py": WRITE_LOC,
+    "engine/batch.py": BATCH,
+    "engine/pool.py": POOL,
+    "engine/layout.py": PAGED,
+    "engine/backend.py": BACKEND,
+    "engine/util.py": "def clamp(x):\n    return x\n",
+}
+
+
+def _replaced(old: str, new: str) -> Callable[[str], str]:
+    def edit(text: str) -> str:
+        assert old in text
+        return text.replace(old, new)
+
+    return edit
+
+
+# Edits that leave what learning reads as it was: the contract is kept, nothing learned.
+KEEPING = {
+    "unrelated file": ("engine/util.py", lambda text: text + "\n\ndef other(y):\n    return y\n"),
+    "lines shift in a file whose doors calls are read": ("engine/backend.py", lambda text: "# moved\n\n" + text),
+    "a pool method learning does not read": ("engine/pool.py", _replaced("return self.size", "return self.size + 0")),
+    "a comment below the batch class": ("engine/batch.py", lambda text: text + "# the end\n"),
+}
+
+# Edits that change what learning reads: learned again, as from scratch.
+CHANGING = {
+    "a new door class": (
+        "engine/util.py",
+        lambda text: text + "\n\nclass Wrapper:\n    def put(self, where):\n        self.pool.set_kv_buffer(0, where, 1, 2)\n",
+    ),
+    "the mark check": ("engine/write_loc.py", _replaced("physical: bool = False", "id_space: bool = False")),
+    "the gate": ("engine/pool.py", _replaced("class SparsePool(TokenPool):\n    requires_physical_write_loc = True",
+                                             "class SparsePool(TokenPool):\n    requires_physical_write_loc = False")),
+    "the batch class's fields": ("engine/batch.py", lambda text: text + "    encoder_out_cache_loc: object = None\n"),
+    "a paged helper": ("engine/layout.py", lambda text: text + "\n\ndef paged_kv_view(flat, page_size, heads, dim):\n    return flat\n"),
+    "the line of a learned door": ("engine/wrapper.py", lambda text: "# moved\n" + text),
+    "a class header": ("engine/backend.py", _replaced("class Backend:", "class Backend(TokenPool):")),
+}
+
+
+@pytest.fixture
+def tree(in_tmp: Path) -> Path:
+    for name, text in FILES.items():
+        (in_tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (in_tmp / name).write_text(text)
+    return in_tmp
+
+
+def _sources(root: Path) -> dict[Path, bytes]:
+    return {path.relative_to(root): path.read_bytes() for path in sorted(root.rglob("*.py"))}
+
+
+def _refuse_learning(*_args: Any) -> NoReturn:
+    raise AssertionError("learned again")
+
+
+def _edit(tree: Path, name: str, edit: Callable[[str], str]) -> None:
+    (tree / name).write_text(edit((tree / name).read_text()))
+
+
+@pytest.mark.parametrize("name, edit", KEEPING.values(), ids=KEEPING.keys())
+def test_an_edit_learning_does_not_read_keeps_the_contract(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, name: str, edit: Callable[[str], str]
+) -> None:
+    config = load_config()
+    before, cached = contract_for(config, _sources(tree), cache=True)
+    assert not cached
+    assert dict(before.write_doors) == {"put": 1, "set_kv_buffer": 1} and before.mark_gate == "requires_physical_write_loc"
+    _edit(tree, name, edit)
+    with monkeypatch.context() as patched:
+        patched.setattr(kvlint.running.contract_cache, "learn_asking", _refuse_learning)
+        after, cached = contract_for(config, _sources(tree), cache=True)
+    assert cached and after == before == learn_contract(config, _sources(tree))
+
+
+@pytest.mark.parametrize("name, edit", CHANGING.values(), ids=CHANGING.keys())
+def test_an_edit_learning_reads_is_learned_again_as_from_scratch(tree: Path, name: str, edit: Callable[[str], str]) -> None:
+    config = load_config()
+    before = contract_for(config, _sources(tree), cache=True)[0]
+    _edit(tree, name, edit)
+    after, cached = contract_for(config, _sources(tree), cache=True)
+    assert not cached
+    assert after == learn_contract(config, _sources(tree)) != before
+
+
+def test_a_kept_contract_is_stored_under_the_edited_tree(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = load_config()
+    contract_for(config, _sources(tree), cache=True)
+    _edit(tree, *KEEPING["unrelated file"])
+    contract_for(config, _sources(tree), cache=True)
+    asked: list[Any] = []
+    monkeypatch.setattr(Asked, "answers_as_before", lambda *args: asked.append(args))
+    assert contract_for(config, _sources(tree), cache=True)[1]
+    assert not asked, "the edited tree's digests were stored: nothing to ask"
+
+
+def test_an_edit_then_its_undo_are_both_answered_from_the_cache(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = load_config()
+    before: Contract = contract_for(config, _sources(tree), cache=True)[0]
+    original = (tree / "engine" / "backend.py").read_text()
+    monkeypatch.setattr(kvlint.running.contract_cache, "learn_asking", _refuse_learning)
+    _edit(tree, *KEEPING["lines shift in a file whose doors calls are read"])
+    assert contract_for(config, _sources(tree), cache=True) == (before, True)
+    (tree / "engine" / "backend.py").write_text(original)
+    assert contract_for(config, _sources(tree), cache=True) == (before, True)
