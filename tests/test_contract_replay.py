@@ -85,10 +85,13 @@ class Backend:
         forward_batch.token_to_kv_pool.set_kv_buffer(layer, cache_loc, k, v)
 '''
 
-# A door by what it does (it forwards its loc to a door), whatever its name.
+# A door by what it does (it forwards its loc to a door), whatever its name; `fill` is not one.
 WRAPPER = """class WrapperPool:
     def put(self, layer, where, k, v):
         self.inner.set_kv_buffer(layer, where, k, v)
+
+    def fill(self, layer, k, v):
+        self.inner.set_kv_buffer(layer, self.all_slots, k, v)
 """
 
 FILES = {
@@ -116,6 +119,10 @@ KEEPING = {
     "lines shift in a file whose doors calls are read": ("engine/backend.py", lambda text: "# moved\n\n" + text),
     "a pool method learning does not read": ("engine/pool.py", _replaced("return self.size", "return self.size + 0")),
     "a comment below the batch class": ("engine/batch.py", lambda text: text + "# the end\n"),
+    "lines shift in a pool below the lines the contract names": (
+        "engine/pool.py", _replaced("    def size_of(self):", "    # sizes\n    def size_of(self):")
+    ),
+    "lines shift below the door the contract names": ("engine/wrapper.py", _replaced("\n    def fill", "\n    # no door\n    def fill")),
 }
 
 # Edits that change what learning reads: learned again, as from scratch.

@@ -199,7 +199,7 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
         doors[door.name] = door.index
         reasons[door.name] = door.reason()
         # Its line is in the reason.
-        learned.pinned.add(door.path)
+        learned.pin(door.path, door.line)
     for name, index in contract.add_write_doors:
         doors[name] = index
         reasons[name] = f"config {config.path}: add-write-doors"

@@ -8,9 +8,10 @@ edited files alone the same questions: when each answers as before, learning wou
 same steps and reach the same contract, which is kept without learning again.
 
 Lines move with every edit above them, so a reading may leave its line numbers out of its
-equality (`field(compare=False)`): learning's steps do not depend on them, only the sources it
-writes ("learned from PATH:LINE"). The files whose lines reach the contract are pinned
-(`Asked.pinned`): their answers must be the same line for line.
+equality (`field(compare=False)`, such a field holds a line number or a tuple of them):
+learning's steps do not depend on them, only the sources it writes ("learned from PATH:LINE").
+A file whose lines reach the contract is pinned with the last line it names (`Asked.pinned`):
+in its answers, every line number up to that one must be as before.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ class Asked:
     answers: dict[Question, dict[int, bytes]]
     # A question asked until the first file with an answer: the files after it were not asked.
     stops: dict[Question, int]
-    # Files whose answers' lines learning wrote into the contract.
-    pinned: frozenset[int]
+    # Files whose lines learning wrote into the contract, and the last line it wrote of each.
+    pinned: dict[int, int]
 
     def answers_as_before(self, number: int, data: bytes) -> bool:
         """Whether `data`, the new bytes of file `number`, answers every question asked of it as before."""
@@ -43,7 +44,7 @@ class Asked:
                 continue
             function, names = question
             answer = function(data, *names) or None
-            if (None if answer is None else _fingerprint(answer, number in self.pinned)) != answers.get(number):
+            if (None if answer is None else _fingerprint(answer, self.pinned.get(number))) != answers.get(number):
                 return False
         return True
 
@@ -76,14 +77,14 @@ class Scope:
         number, answer = next(iter(self._answers[question].items()), (None, None))
         return None if number is None else (self.paths[number], answer)
 
-    def asked(self, pinned: set[Path]) -> Asked:
-        """What learning asked, `pinned` the files whose lines it wrote into the contract."""
-        numbers = frozenset(number for number, path in enumerate(self.paths) if path in pinned)
+    def asked(self, pinned: Mapping[Path, int]) -> Asked:
+        """What learning asked, `pinned` the files whose lines it wrote into the contract (with the last line)."""
+        lines = {number: pinned[path] for number, path in enumerate(self.paths) if path in pinned}
         answers = {
-            question: {number: _fingerprint(answer, number in numbers) for number, answer in found.items()}
+            question: {number: _fingerprint(answer, lines.get(number)) for number, answer in found.items()}
             for question, found in self._answers.items()
         }
-        return Asked(answers, dict(self._stops), numbers)
+        return Asked(answers, dict(self._stops), lines)
 
     def _answered(self, question: Question) -> Iterator[tuple[int, Any]]:
         function, names = question
@@ -93,24 +94,37 @@ class Scope:
                 yield number, answer
 
 
-def _fingerprint(answer: Any, with_lines: bool) -> bytes:
-    """A digest of what equality sees of `answer` (every field `with_lines`). Answers hold no
-    sets, so their `repr` is the same in every process."""
-    shown = repr(answer if with_lines else _compared(answer))
+def _fingerprint(answer: Any, lines_up_to: Optional[int]) -> bytes:
+    """A digest of what equality sees of `answer`, and of its line numbers up to `lines_up_to`.
+    Answers hold no sets, so their `repr` is the same in every process."""
+    shown = repr(_compared(answer, lines_up_to))
     return hashlib.blake2b(shown.encode(), digest_size=16).digest()
 
 
-def _compared(value: Any) -> Any:
-    """`value` as equality sees it: a dataclass without its `compare=False` fields."""
+def _compared(value: Any, lines_up_to: Optional[int]) -> Any:
+    """`value` as equality sees it (a dataclass without its `compare=False` fields), and with
+    those fields' line numbers up to `lines_up_to` (the later ones None)."""
     if isinstance(value, (tuple, list)):
-        return tuple(_compared(item) for item in value)
+        return tuple(_compared(item, lines_up_to) for item in value)
     if is_dataclass(value) and not isinstance(value, type):
         kind = type(value)
-        if kind not in _COMPARED_FIELDS:
-            _COMPARED_FIELDS[kind] = tuple(item.name for item in fields(value) if item.compare)
-        return (kind.__name__, tuple(_compared(getattr(value, name)) for name in _COMPARED_FIELDS[kind]))
+        if kind not in _FIELDS:
+            _FIELDS[kind] = tuple((item.name, item.compare) for item in fields(value))
+        shown = []
+        for name, compared in _FIELDS[kind]:
+            if compared:
+                shown.append(_compared(getattr(value, name), lines_up_to))
+            elif lines_up_to is not None:
+                shown.append(_lines_up_to(getattr(value, name), lines_up_to))
+        return kind.__name__, tuple(shown)
     return value
 
 
-# A dataclass's fields equality compares, by its type: answers hold thousands of readings.
-_COMPARED_FIELDS: dict[type, tuple[str, ...]] = {}
+def _lines_up_to(lines: Any, last: int) -> Any:
+    if isinstance(lines, tuple):
+        return tuple(_lines_up_to(line, last) for line in lines)
+    return lines if lines <= last else None
+
+
+# A dataclass's fields and whether equality compares each, by its type: answers hold thousands of readings.
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}

@@ -28,13 +28,16 @@ class Learned:
     sources: dict[str, str] = field(default_factory=dict)
     # The file defining the API behind a module key: its import spelling is learned afterwards.
     defining: dict[str, Path] = field(default_factory=dict)
-    # The files whose lines the sources name (`Asked.pinned`).
-    pinned: set[Path] = field(default_factory=set)
+    # The files whose lines the contract names, and the last line it names of each (`Asked.pinned`).
+    pinned: dict[Path, int] = field(default_factory=dict)
 
     def set(self, key: str, value: object, path: Path, line: int) -> None:
         self.values[key] = value
         self.sources[key] = f"learned from {display_path(path, Path.cwd())}:{line}"
-        self.pinned.add(path)
+        self.pin(path, line)
+
+    def pin(self, path: Path, line: int) -> None:
+        self.pinned[path] = max(line, self.pinned.get(path, line))
 
 
 @lru_cache(maxsize=64)
@@ -230,12 +233,12 @@ def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned
     split_dirs: dict[str, tuple[Path, int]] = {}
     first: Optional[tuple[Path, int]] = None
     for path, assignments in scope.survey(buffer_assignments, attributes).items():
-        for klass, klass_line, line, page_split in assignments:
-            owners.add(klass)
-            first = first or (path, klass_line)
-            if page_split:
+        for assignment in assignments:
+            owners.add(assignment.klass)
+            first = first or (path, assignment.klass_line)
+            if assignment.page_split:
                 directory = path.resolve().parent.as_posix()
-                split_dirs.setdefault(directory, (path, line))
+                split_dirs.setdefault(directory, (path, assignment.line))
     if config.contract_value("pool-classes") == AUTO and first is not None:
         learned.set("pool-classes", tuple(sorted(subclasses(owners, class_bases(scope)))), *first)
     if config.contract_value("page-split-paths") == AUTO and split_dirs:
@@ -249,7 +252,18 @@ def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned
         learned.sources["host-cache-classes"] = f"learned: {', '.join(sorted(roots))} and their subclasses in the tree"
 
 
-def buffer_assignments(data: bytes, attributes: tuple[str, ...]) -> tuple[tuple[str, int, int, bool], ...]:
+@dataclass(frozen=True)
+class BufferAssignment:
+    """A `self.<buffer> = ...` of a pool: its class, whether it allocates page-split buffers, and
+    where (lines leave equality: `kvlint.running.learn_scope`)."""
+
+    klass: str
+    page_split: bool
+    klass_line: int = field(compare=False)
+    line: int = field(compare=False)
+
+
+def buffer_assignments(data: bytes, attributes: tuple[str, ...]) -> tuple[BufferAssignment, ...]:
     """What `_buffer_assignments_of` reads of a file assigning a buffer attribute, remembered by its content."""
     if not any(f"self.{name}".encode() in data for name in attributes):
         return ()
@@ -258,16 +272,15 @@ def buffer_assignments(data: bytes, attributes: tuple[str, ...]) -> tuple[tuple[
     return tuple(remembered("buffer-assignments", data, attributes, partial(_buffer_assignments_of, data, set(attributes))))
 
 
-def _buffer_assignments_of(data: bytes, attributes: set[str]) -> list[tuple[str, int, int, bool]]:
-    """Each `self.<buffer> = ...` of a file: its class and the class's line, its line, and whether
-    it allocates page-split buffers."""
+def _buffer_assignments_of(data: bytes, attributes: set[str]) -> list[BufferAssignment]:
+    """Each `self.<buffer> = ...` of a file."""
     lines = {data.count(b"\n", 0, match.start()) + 1 for match in _BUFFER_ASSIGN.finditer(data)
              if match.group(1).decode() in attributes}
     tree = parsed_tree(data)
     if tree is None:
         return []
     return [
-        (klass.name, klass.lineno, node.lineno, node.value is not None and _allocates_page_split(node.value))
+        BufferAssignment(klass.name, node.value is not None and _allocates_page_split(node.value), klass.lineno, node.lineno)
         for klass, node in _buffer_assignments(tree, lines, attributes)
     ]
 
