@@ -261,14 +261,23 @@ class _Piece:
         return function if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
+# Learning splits about a hundred files of a tree like sglang/srt.
+@lru_cache(maxsize=128)
+def _def_lines(data: bytes) -> tuple[list[bytes], list[tuple[int, int]]]:
+    """A file's lines, and the index and indent of each line starting a `def`: read once for its
+    methods and its module functions."""
+    lines = data.splitlines(keepends=True)
+    # `in` first: a pattern tried on every line of a tree costs more than everything else here.
+    starts = [(i, len(m.group(1))) for i, line in enumerate(lines) if b"def" in line and (m := _DEF_LINE.match(line))]
+    return lines, starts
+
+
 @lru_cache(maxsize=256)
 def _pieces(data: bytes, methods: bool) -> list[_Piece]:
     """A file's methods (indented `def`s) or module functions, each cut out on its own: the files
     that matter are the largest of a tree (its pools), and a pool's few doors sit among hundreds
     of methods, so only the pieces holding a word of interest are parsed."""
-    lines = data.splitlines(keepends=True)
-    # `in` first: a pattern tried on every line of a tree costs more than everything else here.
-    starts = [(i, len(m.group(1))) for i, line in enumerate(lines) if b"def" in line and (m := _DEF_LINE.match(line))]
+    lines, starts = _def_lines(data)
     pieces = []
     for number, (first, indent) in enumerate(starts):
         if (indent > 0) != methods:

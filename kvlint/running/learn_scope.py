@@ -104,6 +104,8 @@ def _fingerprint(answer: Any, lines_up_to: Optional[int]) -> bytes:
 def _compared(value: Any, lines_up_to: Optional[int]) -> Any:
     """`value` as equality sees it (a dataclass without its `compare=False` fields), and with
     those fields' line numbers up to `lines_up_to` (the later ones None)."""
+    if value is None or isinstance(value, (str, int)):
+        return value
     if isinstance(value, (tuple, list)):
         return tuple(_compared(item, lines_up_to) for item in value)
     if is_dataclass(value) and not isinstance(value, type):
