@@ -3,7 +3,7 @@
 A fix names its target node by identity, so the replacements must have been
 computed on the very tree passed here. Imports the new code needs are added
 by LibCST's `AddImportsVisitor` (once, into the import block, never by string
-editing).
+editing; `kvlint.fix.imports`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Sequence, Union
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from kvlint.api.rule import Replacement
+from kvlint.fix.imports import add_imports
 
 
 class FixFailed(Exception):
@@ -49,11 +48,4 @@ def apply_replacements(module: cst.Module, replacements: Sequence[Replacement], 
     updated = module.visit(swap)
     if swap.applied != len(swap.by_target):
         raise FixFailed(f"{len(swap.by_target) - swap.applied} fix target(s) overlap another fix")
-    # A context of our own: a caller's codemod context would run the import visitor a second time.
-    context = CodemodContext(filename=filename or None)
-    needed = [(module_name, name) for fix in replacements for module_name, name in fix.imports]
-    for module_name, name in needed:
-        AddImportsVisitor.add_needed_import(context, module_name, name)
-    if needed:
-        updated = AddImportsVisitor(context).transform_module(updated)
-    return updated
+    return add_imports(updated, [(module_name, name) for fix in replacements for module_name, name in fix.imports], filename)

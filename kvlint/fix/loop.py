@@ -24,17 +24,24 @@ def fix_until_stable(
     module: cst.Module, path: str, replacements_for: ReplacementsFor
 ) -> tuple[Optional[bytes], Optional[str]]:
     """The fixed source (None when nothing changed) and why fixing failed (None when it did not)."""
-    current = module
+    # Generating a backend's code takes a good part of a second: each round generates it once.
+    original = module.code
+    current, code = module, original
     for _ in range(MAX_FIX_ROUNDS):
         try:
-            updated = apply_replacements(current, replacements_for(current), path)
-            if updated.code == current.code:
+            replacements = replacements_for(current)
+            if not replacements:
+                break
+            updated = apply_replacements(current, replacements, path)
+            updated_code = updated.code
+            if updated_code == code:
                 break
             # Re-parse: fixes may share nodes, and the next round needs a plain tree.
-            current = cst.parse_module(updated.bytes)
-            compile(current.bytes, path, "exec", dont_inherit=True)
+            current = cst.parse_module(updated_code.encode(updated.encoding))
+            code = updated_code
+            compile(code.encode(current.encoding), path, "exec", dont_inherit=True)
         except (FixFailed, SyntaxError, cst.ParserSyntaxError, ValueError) as exc:
             return None, f"fix not applied, the rewrite would not parse: {exc}"
-    if current.code == module.code:
+    if code == original:
         return None, None
-    return current.bytes, None
+    return code.encode(current.encoding), None
