@@ -125,7 +125,7 @@ def test_a_corrupt_or_foreign_contract_file_is_ignored_and_rewritten(tree: Path,
     cache_file.parent.mkdir(exist_ok=True)
     cache_file.write_bytes(content)
     assert lint().contract == expected
-    assert [learning.contract for learning in pickle.loads(cache_file.read_bytes()).scopes.values()] == [expected]
+    assert [learning.contract for learning in pickle.loads(cache_file.read_bytes()).learnings] == [expected]
 
 
 def test_the_language_server_reads_the_contract_check_left_and_writes_none(

@@ -206,3 +206,18 @@ def test_an_edit_then_its_undo_are_both_answered_from_the_cache(tree: Path, monk
     assert contract_for(config, _sources(tree), cache=True) == (before, True)
     (tree / "engine" / "backend.py").write_text(original)
     assert contract_for(config, _sources(tree), cache=True) == (before, True)
+
+
+def test_a_tree_switched_back_and_forth_learns_each_state_once(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = load_config()
+    wrapper = tree / "engine" / "wrapper.py"
+    states = [WRAPPER, CHANGING["the line of a learned door"][1](WRAPPER)]
+    contracts = []
+    for text in states:
+        wrapper.write_text(text)
+        contracts.append(contract_for(config, _sources(tree), cache=True)[0])
+    assert contracts[0] != contracts[1]
+    monkeypatch.setattr(kvlint.running.contract_cache, "learn_asking", _refuse_learning)
+    for text, contract in [*zip(states, contracts), *zip(states, contracts)]:
+        wrapper.write_text(text)
+        assert contract_for(config, _sources(tree), cache=True) == (contract, True)

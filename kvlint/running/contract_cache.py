@@ -14,11 +14,12 @@ well under a tenth of a second on sglang/srt; else learning runs again, and what
 each piece of a file it parsed (`kvlint.running.learn_memo`, by content) is reused, so only the
 edited file's pieces are parsed again.
 
-The contracts of the last few frames sit in one file at the top of the result cache's directory
-(apart from the run keys' files, which the result cache prunes): the result cache's key holds
-the contract, so the contract must be known before that cache is opened. The pieces' readings
-sit in another, read only when learning runs. A file that cannot be read back, or holds
-anything else, is taken as empty and rewritten.
+The last few learnings (a whole tree, a subdirectory, or two states of a tree switched back and
+forth) sit in one file at the top of the result cache's directory (apart from the run keys'
+files, which the result cache prunes): the result cache's key holds the contract, so the
+contract must be known before that cache is opened. The pieces' readings sit in another, read
+before the edited files are asked (their unchanged methods are not parsed again). A file that
+cannot be read back, or holds anything else, is taken as empty and rewritten.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import os
 import pickle
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
@@ -39,8 +40,9 @@ from kvlint.running.learn_scope import Asked
 
 CONTRACT_FILE = "contract.pickle"
 READINGS_FILE = "contract-readings.pickle"
-# Scopes kept: a whole-tree run, a server's `include`, a run of a subdirectory or two.
-MAX_SCOPES = 4
+# Learnings kept: a whole-tree run, a server's `include`, a run of a subdirectory, or the states
+# of a tree switched back and forth.
+MAX_LEARNINGS = 4
 # What `module_path` looks for in each directory above a file.
 _MARKERS = ("__init__.py", *ROOT_MARKERS)
 _DIGEST_SIZE = len(digest(b""))
@@ -58,16 +60,21 @@ def contract_for(
     frame = frame_key(config, paths)
     digests = b"".join(digest(sources[path]) for path in paths)
     known = _load(directory / CONTRACT_FILE)
-    learning = known.scopes.get(frame)
+    # The newest first; the tree as one of them left it before any other.
+    candidates = sorted(
+        (learning for learning in reversed(known.learnings) if learning.frame == frame),
+        key=lambda learning: learning.digests != digests,
+    )
     # What learning read of the pieces of a file is remembered: an edited file's unchanged methods are not parsed.
     recall(_load_readings(directory / READINGS_FILE))
-    if learning is not None and _answers_as_before(learning, paths, sources, digests):
-        if store and learning.digests != digests:
-            _save(directory, frame, replace(learning, digests=digests), known)
-        return learning.contract, True
+    for learning in candidates:
+        if _answers_as_before(learning, paths, sources, digests):
+            if store and learning.digests != digests:
+                _save(directory, replace(learning, digests=digests), known, replacing=learning)
+            return learning.contract, True
     contract, asked = learn_asking(config, sources)
     if store:
-        _save(directory, frame, _Learning(digests, asked, contract), known)
+        _save(directory, _Learning(frame, digests, asked, contract), known)
         _save_readings(directory)
     return contract, False
 
@@ -77,6 +84,7 @@ class _Learning:
     """A scope's contract, the digests of the files it was learned from (in path order, one
     after the other) and what learning asked of them."""
 
+    frame: bytes
     digests: bytes
     asked: Asked
     contract: Contract
@@ -112,8 +120,8 @@ def frame_key(config: Config, paths: list[Path]) -> bytes:
 
 @dataclass
 class _Stored:
-    # By `frame_key`, the newest last.
-    scopes: dict[bytes, _Learning] = field(default_factory=dict)
+    # The newest last: a tree switched back and forth (a stash, a branch) finds each state's.
+    learnings: list[_Learning] = field(default_factory=list)
 
 
 def _load(path: Path) -> _Stored:
@@ -123,16 +131,16 @@ def _load(path: Path) -> _Stored:
     except Exception:  # noqa: BLE001 - missing, truncated, corrupt, foreign or naming code that is gone
         return _Stored()
     # Read with a default: a file an older kvlint wrote may lack the field.
-    scopes = getattr(stored, "scopes", None)
-    if not (isinstance(stored, _Stored) and isinstance(scopes, dict)):
+    learnings = getattr(stored, "learnings", None)
+    if not (isinstance(stored, _Stored) and isinstance(learnings, list)):
         return _Stored()
-    return _Stored({key: value for key, value in scopes.items() if isinstance(key, bytes) and isinstance(value, _Learning)})
+    return _Stored([learning for learning in learnings if isinstance(learning, _Learning)])
 
 
-def _save(directory: Path, frame: bytes, learning: _Learning, known: _Stored) -> None:
-    # The newest last: the oldest scopes drop out first.
-    kept = [(old, value) for old, value in known.scopes.items() if old != frame][-(MAX_SCOPES - 1):]
-    _write(directory, CONTRACT_FILE, _Stored(dict([*kept, (frame, learning)])))
+def _save(directory: Path, learning: _Learning, known: _Stored, replacing: Optional[_Learning] = None) -> None:
+    """`learning` as the newest, in place of the one it was kept from; the oldest drop out first."""
+    kept = [old for old in known.learnings if old is not replacing][-(MAX_LEARNINGS - 1):]
+    _write(directory, CONTRACT_FILE, _Stored([*kept, learning]))
 
 
 @dataclass
