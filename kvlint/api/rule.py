@@ -82,10 +82,12 @@ class FileContext:
     current_code: str = ""
     # What the project index knows of the helpers this file calls (`kvlint.api.helpers`).
     helpers: HelperFacts = NO_HELPER_FACTS
-    # The text `module` was parsed from and CPython's tree of it, where the caller has them:
-    # a line read from them costs less than generating the module's code again.
+    # The text `module` was parsed from, where the caller has it: a line read from it costs
+    # less than generating the module's code again.
     source: Optional[str] = None
-    python_tree: Optional[ast.Module] = None
+    # CPython's tree of the whole file, where the caller has it. When `source` is a skeleton
+    # (`kvlint.running.fragment`), only its top-level statements are the skeleton's too, on the same lines.
+    file_tree: Optional[ast.Module] = None
 
     def report(self, node: cst.CSTNode, message: str, fix: Optional[Replacement] = None) -> None:
         self.violations.append(Violation(self.current_code, node, message, fix))

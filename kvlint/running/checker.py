@@ -57,13 +57,11 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
 
     # The text LibCST parsed, decoded as it did: `module.code` would generate it all again.
     source = parsed.decode(module.encoding)
-    # CPython's tree of the same text places nodes; a skeleton's is parsed only where one is needed.
-    source_tree = tree if parsed is data else None
     errors: list[RunError] = []
     facts: dict[str, Any] = {}
     for project_rule in request.project_rules:
         ctx = FileContext(
-            request.path, module, request.contract, helpers=request.helpers, source=source, python_tree=source_tree
+            request.path, module, request.contract, helpers=request.helpers, source=source, file_tree=tree
         )
         try:
             extracted = project_rule.extract(ctx)
@@ -73,7 +71,8 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
         if extracted is not None:
             facts[project_rule.code] = extracted
 
-    checked = check_module(request, module, source, source_tree)
+    # CPython's tree of the parsed text places flagged nodes; a skeleton's is parsed only if one is flagged.
+    checked = check_module(request, module, source, tree if parsed is data else None)
     errors.extend(checked.errors)
     fixed_source: Optional[bytes] = None
     if request.fix is not None and any(_applies(v, request.fix) for v in checked.violations):
@@ -105,7 +104,7 @@ def check_module(
 
     `source`: `module.code`, when the caller has it already; `tree`: CPython's tree of it, when the caller has that.
     """
-    ctx = FileContext(request.path, module, request.contract, helpers=request.helpers, source=source, python_tree=tree)
+    ctx = FileContext(request.path, module, request.contract, helpers=request.helpers, source=source)
     errors = _run_rules(ctx, request.rules)
     findings, kept, open_suppressions = _to_findings(request, module, ctx.violations, source, tree)
     return ModuleCheck(findings, kept, errors, open_suppressions)

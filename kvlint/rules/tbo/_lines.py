@@ -3,10 +3,14 @@
 `PositionProvider` positions every node of a module and costs about twice the
 parse; KV301 needs a handful of positions per file (a field, one assignment),
 so it finds them as text instead: where each top-level statement starts comes
-from CPython's tree of the parsed text (`kvlint.analysis.locate.top_level_lines`),
-its code is that text up to the next one, and a node's own code is looked up
-inside its top-level statement. The first identical occurrence is reported,
-which for an assignment is an equally true example of the same write.
+from CPython's tree (`kvlint.analysis.locate.top_level_lines`), its code is the
+parsed text up to the next one, and a node's own code is looked up inside its
+top-level statement. The first identical occurrence is reported, which for an
+assignment is an equally true example of the same write.
+
+A skeleton (`kvlint.running.fragment`) keeps every top-level statement of its
+file on the same lines, so the whole file's tree serves for it too: most files
+KV301 reads are skeletons, and parsing each again cost more than the lines.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ _LINE_BREAK = re.compile(r"\r\n?|\n")
 
 class LineFinder:
     def __init__(self, module: cst.Module, source: str, tree: Optional[ast.Module]) -> None:
-        """`source`: the text `module` was parsed from; `tree`: CPython's tree of it, when the caller has one."""
+        """`source`: the text `module` was parsed from; `tree`: CPython's tree of it or of the file it is a skeleton of."""
         self._module = module
         self._source = source
         self._tree = tree

@@ -194,7 +194,7 @@ class TboFieldNotCopied(ProjectRule):
 
     def extract(self, ctx: FileContext) -> Optional[FileFacts]:
         module = ctx.module
-        lines = LineFinder(module, ctx.text(), ctx.python_tree)
+        lines = LineFinder(module, ctx.text(), ctx.file_tree)
         imports = top_level_imports(module)
         # Builders are one or two files: their fix anchors get exact positions.
         spans = _LazySpans(module)
