@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from kvlint.api.config import load_config
 from kvlint.api.types import Applicability, Finding
+from kvlint.running import project_facts, workers
 from kvlint.running.engine import RunOptions, run
 
 BASE = (
@@ -322,3 +324,41 @@ def test_a_helper_edited_to_mark_invalidates_its_callers_cached_results(
     (tmp_path / "eng/attn/base.py").write_text(marked)
     # mla.py did not change; its result rested on the helper's fact, which did.
     assert check(tmp_path, monkeypatch, cache=True) == []
+
+
+def test_the_index_summarised_in_worker_processes_gives_the_same_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Enough seeded files to summarise in workers: the views, so the findings, are those of one process."""
+    files = {"eng/attn/base.py": BASE}
+    for n in range(12):
+        files[f"eng/attn/sub{n}.py"] = SUB.replace("class MLA", f"class MLA{n}")
+    write(tmp_path, files)
+    one = codes(check(tmp_path, monkeypatch, jobs=1))
+    assert len([code for code in one if code[0] == "KV101"]) == 12
+    summarised: list[int] = []
+
+    def counted(function: Any, arguments: list[Any], jobs: Any) -> list[Any]:
+        summarised.append(len(arguments))
+        return workers.map_in_workers(function, arguments, jobs)
+
+    monkeypatch.setattr(project_facts, "map_in_workers", counted)
+    assert codes(check(tmp_path, monkeypatch, jobs=2)) == one
+    assert summarised == [13] and workers.MIN_FILES_FOR_WORKERS <= 13
+
+
+def test_work_mapped_over_a_broken_pool_is_done_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Broken:
+        def __init__(self, max_workers: int) -> None:
+            pass
+
+        def __enter__(self) -> "Broken":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def map(self, *args: object, **kwargs: object) -> list[object]:
+            raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(workers, "ProcessPoolExecutor", Broken)
+    arguments = [(n, n + 1) for n in range(10)]
+    assert workers.map_in_workers(pow, arguments, jobs=2) == [pow(*args) for args in arguments]

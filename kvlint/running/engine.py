@@ -98,7 +98,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     phases.done("rules", "%d selected rules' trigger words (%s)", len(triggers.groups), rules_from)
     everything = {**context_by_path, **by_path}
     digests = {shown: digest(data) for shown, data in everything.items()} if result_cache else {}
-    views = helper_views(everything, contract, result_cache, digests)
+    views = helper_views(everything, contract, result_cache, digests, options.jobs)
     phases.done("index", "%d files call a helper the project index knows", len(views))
     digests = {shown: with_view(content, views.get(shown)) for shown, content in digests.items()}
 

@@ -28,6 +28,7 @@ from kvlint.api.contract import PAGED_HELPERS, Contract
 from kvlint.api.helpers import HelperFacts
 from kvlint.running.cache import ResultCache, digest
 from kvlint.running.file_words import WordIndex
+from kvlint.running.workers import map_in_workers
 
 
 # Rounds of "files naming a helper with a fact define helpers with facts too": the longest chain followed.
@@ -53,12 +54,14 @@ def helper_views(
     contract: Contract,
     result_cache: Optional[ResultCache],
     digests: Optional[dict[str, bytes]] = None,
+    jobs: Optional[int] = 1,
 ) -> dict[str, HelperFacts]:
     """The non-empty views of the files that call a helper with a fact.
 
     The names such a helper can have come first (`_helper_names`); only a file calling one
     of them gets a view, and only calls of them are resolved. A helper that pages or packs its
     parameter matters only where it is handed paged KV, which the summaries already read say.
+    `jobs`: worker processes for summarising the files the first round reads (None: every core).
     """
     if digests is None:
         digests = {path: digest(data) for path, data in sources.items()} if result_cache is not None else {}
@@ -67,22 +70,30 @@ def helper_views(
     if known is not None:
         return known
 
+    def cached(path: str) -> Optional[FileSummary]:
+        return result_cache.summary(path, digests[path]) if result_cache is not None else None
+
+    seeds = seed_words(contract)
+    seeded = [path for path, data in sources.items() if any(word in data for word in seeds)]
+    # The first round reads every seeded file: those not cached are summarised at once, on every core.
+    unread = [path for path in seeded if cached(path) is None]
+    fresh = dict(zip(unread, map_in_workers(_summarize, [(path, sources[path], contract) for path in unread], jobs)))
+
     def load(path: str) -> Optional[FileSummary]:
         data = sources.get(path)
         if data is None:
             return None
-        if result_cache is not None:
-            cached: Optional[FileSummary] = result_cache.summary(path, digests[path])
-            if cached is not None:
-                return cached
-        summary = _summarize(path, data, contract)
+        known = cached(path)
+        if known is not None:
+            return known
+        summary = fresh.pop(path) if path in fresh else _summarize(path, data, contract)
         if result_cache is not None and summary is not None:
             result_cache.store_summary(path, digests[path], summary)
         return summary
 
     index = ProjectIndex(sources, load)
     words = WordIndex(sources, result_cache, digests)
-    names, layout_names = _helper_names(index, words, sources, contract)
+    names, layout_names = _helper_names(index, words, seeded)
     index.names = names | layout_names
     views = {}
     callers = words.calling(names)
@@ -100,23 +111,20 @@ def helper_views(
     return views
 
 
-def _helper_names(
-    index: ProjectIndex, words: WordIndex, sources: dict[str, bytes], contract: Contract
-) -> tuple[set[str], set[str]]:
+def _helper_names(index: ProjectIndex, words: WordIndex, seeded: list[str]) -> tuple[set[str], set[str]]:
     """The names a function with a fact can have: those with a fact of their own (in files holding
     a seed word), then, round by round, those that return a call of a returning one or pass a
     parameter to a call of one at the position (or keyword) that reaches a door; and apart, the
-    names of helpers given paged KV that page or pack it (`_layout_helper_names`)."""
-    seeds = seed_words(contract)
+    names of helpers given paged KV that page or pack it (`_layout_helper_names`); `seeded`: the
+    files holding a seed word."""
     returning: set[str] = set()
     slots: set[tuple[str, object]] = set()
-    for path, data in sources.items():
-        if any(word in data for word in seeds):
-            summary = index.summary(path)
-            for function in summary.all_functions() if summary is not None else ():
-                if function.returns_own():
-                    returning.add(function.name)
-                slots |= function.door_slots()
+    for path in seeded:
+        summary = index.summary(path)
+        for function in summary.all_functions() if summary is not None else ():
+            if function.returns_own():
+                returning.add(function.name)
+            slots |= function.door_slots()
     new_returning, new_slots = set(returning), set(slots)
     for _round in range(_MAX_CHAIN):
         called = new_returning | {name for name, _ in new_slots}

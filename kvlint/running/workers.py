@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from kvlint.api.types import FileOutcome, RunError
 
@@ -26,6 +26,7 @@ MIN_FILES_FOR_WORKERS = 8
 
 Progress = Callable[[int, int], None]
 Work = tuple["CheckRequest", bytes]
+T = TypeVar("T")
 
 
 def default_jobs() -> int:
@@ -90,6 +91,22 @@ def _run_pool(
             tick()
     order = {index: position for position, index in enumerate(indices)}
     return sorted(broken, key=order.__getitem__)
+
+
+def map_in_workers(function: Callable[..., T], arguments: list[tuple[Any, ...]], jobs: Optional[int]) -> list[T]:
+    """`function(*args)` for each of `arguments`, in order, in worker processes when there are enough.
+
+    For work that cannot fail on a file (it reports a file's problems in its result), so a broken
+    pool only means a worker died: the work is then done here instead.
+    """
+    workers = jobs if jobs is not None else default_jobs()
+    if workers <= 1 or len(arguments) < MIN_FILES_FOR_WORKERS:
+        return [function(*args) for args in arguments]
+    try:
+        with ProcessPoolExecutor(max_workers=min(workers, len(arguments))) as pool:
+            return list(pool.map(function, *zip(*arguments), chunksize=4))
+    except BrokenProcessPool:
+        return [function(*args) for args in arguments]
 
 
 def check_guarded(request: CheckRequest, data: bytes) -> CheckResult:
