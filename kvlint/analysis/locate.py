@@ -86,16 +86,23 @@ def _paths(module: cst.Module, nodes: list[cst.CSTNode]) -> dict[int, list[cst.C
     wanted = {id(node) for node in nodes}
     paths: dict[int, list[cst.CSTNode]] = {}
     path: list[cst.CSTNode] = []
-    stack: list[tuple[cst.CSTNode, int]] = [(statement, 0) for statement in reversed(module.body)]
-    while stack:
-        node, depth = stack.pop()
-        del path[depth:]
+
+    def found_all_below(node: cst.CSTNode) -> bool:
+        # Recursion as deep as LibCST's own code generation, which the file has been through.
         path.append(node)
         if id(node) in wanted:
-            paths[id(node)] = list(path)
+            paths[id(node)] = path.copy()
             if len(paths) == len(wanted):
-                break
-        stack.extend((child, depth + 1) for child in reversed(code_children(node)))
+                return True
+        for child in code_children(node):
+            if found_all_below(child):
+                return True
+        path.pop()
+        return False
+
+    for statement in module.body:
+        if found_all_below(statement):
+            break
     return paths
 
 
