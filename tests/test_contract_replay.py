@@ -10,9 +10,11 @@ from typing import Any, Callable, NoReturn
 import pytest
 
 import kvlint.running.contract_cache
+import kvlint.running.engine
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
 from kvlint.running.contract_cache import contract_for
+from kvlint.running.engine import RunOptions, run
 from kvlint.running.learn import learn_contract
 from kvlint.running.learn_scope import Asked
 
@@ -157,6 +159,12 @@ def _refuse_learning(*_args: Any) -> NoReturn:
     raise AssertionError("learned again")
 
 
+def _whole(contract: Contract) -> tuple[Any, ...]:
+    """The contract with what `kvlint contract` shows of where each value comes from, which its
+    equality leaves out (no check reads it)."""
+    return contract, contract.door_reasons, contract.sources
+
+
 def _edit(tree: Path, name: str, edit: Callable[[str], str]) -> None:
     (tree / name).write_text(edit((tree / name).read_text()))
 
@@ -173,7 +181,7 @@ def test_an_edit_learning_does_not_read_keeps_the_contract(
     with monkeypatch.context() as patched:
         patched.setattr(kvlint.running.contract_cache, "learn_asking", _refuse_learning)
         after, cached = contract_for(config, _sources(tree), cache=True)
-    assert cached and after == before == learn_contract(config, _sources(tree))
+    assert cached and _whole(after) == _whole(before) == _whole(learn_contract(config, _sources(tree)))
 
 
 @pytest.mark.parametrize("name, edit", CHANGING.values(), ids=CHANGING.keys())
@@ -183,7 +191,7 @@ def test_an_edit_learning_reads_is_learned_again_as_from_scratch(tree: Path, nam
     _edit(tree, name, edit)
     after, cached = contract_for(config, _sources(tree), cache=True)
     assert not cached
-    assert after == learn_contract(config, _sources(tree)) != before
+    assert _whole(after) == _whole(learn_contract(config, _sources(tree))) != _whole(before)
 
 
 def test_a_kept_contract_is_stored_under_the_edited_tree(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -216,8 +224,31 @@ def test_a_tree_switched_back_and_forth_learns_each_state_once(tree: Path, monke
     for text in states:
         wrapper.write_text(text)
         contracts.append(contract_for(config, _sources(tree), cache=True)[0])
-    assert contracts[0] != contracts[1]
+    assert _whole(contracts[0]) != _whole(contracts[1])
     monkeypatch.setattr(kvlint.running.contract_cache, "learn_asking", _refuse_learning)
     for text, contract in [*zip(states, contracts), *zip(states, contracts)]:
         wrapper.write_text(text)
-        assert contract_for(config, _sources(tree), cache=True) == (contract, True)
+        found, cached = contract_for(config, _sources(tree), cache=True)
+        assert cached and _whole(found) == _whole(contract)
+
+
+def test_a_door_whose_line_moved_leaves_every_other_files_cached_result(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The contract learned again names the door's new line; no check reads that, so the result
+    cache keeps answering for every file but the edited one."""
+    options = RunOptions(cache=True, jobs=1)
+    checked: list[str] = []
+    real_check_all = kvlint.running.engine.check_all
+
+    def recording(work: list[Any], *args: Any) -> Any:
+        checked.extend(request.path for request, _data in work)
+        return real_check_all(work, *args)
+
+    monkeypatch.setattr(kvlint.running.engine, "check_all", recording)
+    first = run(load_config(), options)
+    assert "engine/backend.py" in checked
+    _edit(tree, *CHANGING["the line of a learned door"])
+    checked.clear()
+    second = run(load_config(), options)
+    assert _whole(second.contract) != _whole(first.contract)
+    assert set(checked) <= {"engine/wrapper.py"}
+    assert [(f.path, f.code, f.line) for f in second.findings] == [(f.path, f.code, f.line) for f in first.findings]

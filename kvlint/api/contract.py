@@ -67,7 +67,9 @@ class Contract:
     add_write_doors: tuple[tuple[str, int], ...] = ()
     remove_write_doors: tuple[str, ...] = ()
     # Why each door is one: "PATH:LINE: `loc` reaches the mark check `unwrap_write_loc`", "default", "config ...".
-    door_reasons: tuple[tuple[str, str], ...] = ()
+    # What `kvlint contract` shows, like `sources`: no check reads it, so a line moved in a pool file
+    # leaves the contract's identity (and every result cached under it) as it was.
+    door_reasons: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     # Functions that return their loc argument with its mark kept (the tree's translate helpers):
     # `--prove` takes a call of one as proven when its first argument is.
     mark_keeping: tuple[str, ...] = ()
