@@ -97,3 +97,20 @@ def test_tree_without_the_mark_keeps_the_name_pattern(in_tmp: Path) -> None:
     doors = dict(contract.write_doors)
     assert doors["set_fp8_kv_buffer"] == 1 and doors["set_kv_buffer"] == 1
     assert dict(contract.door_reasons)["set_fp8_kv_buffer"].startswith("engine/pool.py:2: named like a door")
+
+
+def test_the_last_method_of_a_class_followed_by_module_code_is_learned(in_tmp: Path) -> None:
+    """Cut out up to the next `def` at its indent, the piece would run into the next class and not parse."""
+    pool = (
+        "from engine.write_loc import unwrap_write_loc\n\n"
+        "class LastPool:\n"
+        "    def write_last(self, layer_id, loc_info, rows):\n"
+        "        self.rows[unwrap_write_loc(loc_info)] = rows\n\n\n"
+        "class Neighbour:\n"
+        "    size = 1\n\n"
+        "    def grow(self, by):\n"
+        "        self.size += by\n"
+    )
+    contract = learn_contract(Config(), _tree(in_tmp, {"engine/write_loc.py": WRITE_LOC, "engine/last_pool.py": pool}))
+    assert dict(contract.write_doors) == {"write_last": 1}
+    assert dict(contract.door_reasons)["write_last"] == "engine/last_pool.py:5: `loc_info` reaches the mark check `unwrap_write_loc`"

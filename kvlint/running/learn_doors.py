@@ -252,13 +252,35 @@ class _Piece:
     def parse(self) -> Optional[_Function]:
         """The function, dedented, its line numbers the file's own (blank lines stand for the
         lines above it); None for a piece that does not parse alone."""
-        source = "\n" * self.first + textwrap.dedent(self.text.decode("utf-8", errors="replace"))
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            return None
-        function = tree.body[0] if tree.body else None
-        return function if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        function = _parsed(self.first, self.text)
+        if function is None:
+            # The last method of a class runs on to the next `def` at its indent, past the code
+            # that follows its class (`class B:`, a module statement): cut there and try again.
+            own = _own_lines(self.text)
+            function = _parsed(self.first, own) if own != self.text else None
+        return function
+
+
+def _parsed(first: int, text: bytes) -> Optional[_Function]:
+    source = "\n" * first + textwrap.dedent(text.decode("utf-8", errors="replace"))
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    function = tree.body[0] if tree.body else None
+    return function if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _own_lines(text: bytes) -> bytes:
+    """A piece's lines up to the first code line indented no deeper than its `def`."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if _DEF_LINE.match(line)), 0)
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    for end in range(start + 1, len(lines)):
+        stripped = lines[end].lstrip()
+        if stripped.strip() and not stripped.startswith(b"#") and len(lines[end]) - len(stripped) <= indent:
+            return b"".join(lines[:end])
+    return text
 
 
 # Learning splits about a hundred files of a tree like sglang/srt.
