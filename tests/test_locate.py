@@ -39,6 +39,8 @@ SIMPLE_LINES = (
     "a = 1; b = 2\nc = (3 +\n     4); d = 5\nx = \\\n    6\n(y\n ).z = 7\nif a: b; c\nelse: d\n"
     "if a:\n    pass\n# before elif\nelif b:\n    e = 1\n\n    # inside\nelif c: f = 2\nelse:\n    # c\n    g = 3\n"
     "class K:\n    def m(self):\n        pass\n        # kept by the block\n    # kept by the class\n\n# next\nh = 4\n"
+    # A blank line joined to the next by a backslash: one of LibCST's empty lines, two lines.
+    "def n():\n    i = 1\n    \\\n\n    j = 2\n\\\n\nk = 5\n"
 )
 # Every other body: except clauses, else, finally, match cases, loops' else, with, async statements.
 BODIES = (

@@ -201,8 +201,8 @@ def _ast_count(statement: cst.CSTNode) -> int:
 def _first_line(module: cst.Module, statement: _AnyStatement, counterpart: ast.stmt) -> int:
     """The line LibCST starts `statement` on: CPython's line for it, less the lines LibCST keeps before that."""
     # CPython's line is the first token's, or the `def`/`class` keyword's under decorators.
-    before = len(statement.leading_lines)
+    before: list[cst.CSTNode] = [*statement.leading_lines]
     if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-        before += len(statement.lines_after_decorators)
-        before += sum(len(_NEWLINE.findall(module.code_for_node(d))) for d in statement.decorators)
-    return counterpart.lineno - before
+        before += [*statement.decorators, *statement.lines_after_decorators]
+    # Counted as generated: an empty line ending in a backslash spans two.
+    return counterpart.lineno - sum(len(_NEWLINE.findall(module.code_for_node(node))) for node in before)
