@@ -33,7 +33,9 @@ DATACLASS = (
 CRLF_TABS = DATACLASS.replace("\n", "\r\n").replace("    ", "\t")
 # No newline at the end, and comment lines after the last statement (the module's footer).
 FOOTER = "class Batch:\n    a: int\n\ndef f(batch: Batch):\n    batch.a = 1\n# trailing\n# comment"
-SOURCES = {"dataclass": DATACLASS, "crlf-tabs": CRLF_TABS, "footer": FOOTER}
+# A field's code inside a longer field's line: `len: int = 1` in `max_len: int = 10`.
+NAME_INSIDE_NAME = "class Batch:\n    max_len: int = 10\n    len: int = 1\n\ndef f(batch: Batch):\n    batch.max_len = 1\n    batch.len = 1\n"
+SOURCES = {"dataclass": DATACLASS, "crlf-tabs": CRLF_TABS, "footer": FOOTER, "name-inside-name": NAME_INSIDE_NAME}
 # A file KV301 reads as a skeleton: only the functions naming the batch class stay whole.
 CUT_FILE = (
     "import torch\n\n\nclass Runner:\n    size = 4\n\n    def idle(self):\n        return 1\n\n"

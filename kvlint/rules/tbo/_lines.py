@@ -6,7 +6,8 @@ so it finds them as text instead: where each top-level statement starts comes
 from CPython's tree (`kvlint.analysis.locate.top_level_lines`), its code is the
 parsed text up to the next one, and a node's own code is looked up inside its
 top-level statement. The first identical occurrence is reported, which for an
-assignment is an equally true example of the same write.
+assignment is an equally true example of the same write; an occurrence inside
+a longer name or number (`len: int = 1` in `max_len: int = 10`) is not one.
 
 A skeleton (`kvlint.running.fragment`) keeps every top-level statement of its
 file on the same lines, so the whole file's tree serves for it too: most files
@@ -28,6 +29,23 @@ from kvlint.rules.tbo._facts import Span
 _LINE_BREAK = re.compile(r"\r\n?|\n")
 
 
+_NAME_CHAR = re.compile(r"\w")
+
+
+def _whole_occurrence(code: str, text: str) -> int:
+    """The first offset of `text` in `code` not inside a longer name or number; -1 when there is none."""
+    start = code.find(text)
+    while start >= 0:
+        before = code[start - 1] if start > 0 else " "
+        after = code[start + len(text)] if start + len(text) < len(code) else " "
+        cut_before = before == "." or (_NAME_CHAR.match(before) is not None and _NAME_CHAR.match(text[:1]) is not None)
+        cut_after = _NAME_CHAR.match(after) is not None and _NAME_CHAR.match(text[-1:]) is not None
+        if not (cut_before or cut_after):
+            return start
+        start = code.find(text, start + 1)
+    return -1
+
+
 class LineFinder:
     def __init__(self, module: cst.Module, source: str, tree: Optional[ast.Module]) -> None:
         """`source`: the text `module` was parsed from; `tree`: CPython's tree of it or of the file it is a skeleton of."""
@@ -44,7 +62,7 @@ class LineFinder:
         # Generated alone, a nested node's continuation lines lose the block's
         # indentation; its first line and its line count are the source's own.
         first, *rest = text.split("\n")
-        offset = max(code.find(first), 0)
+        offset = max(_whole_occurrence(code, first), 0)
         line = start_line + code.count("\n", 0, offset)
         column = offset - (code.rfind("\n", 0, offset) + 1) + 1
         if not rest:
