@@ -49,16 +49,21 @@ _DIGEST_SIZE = len(digest(b""))
 
 
 def contract_for(
-    config: Config, sources: Mapping[Path, bytes], cache: bool, store: bool = True
+    config: Config,
+    sources: Mapping[Path, bytes],
+    cache: bool,
+    store: bool = True,
+    file_digests: Optional[Mapping[Path, bytes]] = None,
 ) -> tuple[Contract, bool]:
     """The contract learned from `sources`, and whether the cache answered. `cache=False` (`--no-cache`)
-    neither reads nor writes; `store=False` (the language server) reads only."""
+    neither reads nor writes; `store=False` (the language server) reads only; `file_digests`: each
+    source's `digest`, where the caller has them (the result cache needs them too)."""
     if not cache:
         return learn_contract(config, sources), False
     directory = config.root / config.cache_dir
     paths = sorted(sources)
     frame = frame_key(config, paths)
-    digests = b"".join(digest(sources[path]) for path in paths)
+    digests = b"".join(file_digests[path] if file_digests else digest(sources[path]) for path in paths)
     known = _load(directory / CONTRACT_FILE)
     # The newest first; the tree as one of them left it before any other.
     candidates = sorted(

@@ -74,7 +74,10 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     reading = {scope.real[path] for path in sources}
     context, _unread = _read_all([path for path in whole.files if whole.real[path] not in reading] if whole else [], cwd)
     phases.done("read", "%d files read, %d could not be, %d of context", len(sources), len(read_errors), len(context))
-    contract, cached = contract_for(config, {**context, **sources}, options.cache)
+    read = {**context, **sources}
+    # Hashed once: the contract cache and the result cache both key files by their digests.
+    file_digests = {path: digest(data) for path, data in read.items()} if options.cache else None
+    contract, cached = contract_for(config, read, options.cache, file_digests=file_digests)
     learned = [key for key, source in contract.sources if source.startswith("learned")]
     phases.done("contract", "%s: %s", "cached" if cached else "learned from the tree", ", ".join(learned) or "nothing")
     by_path = {display_path(path, cwd): data for path, data in sources.items()}
@@ -97,7 +100,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
             result_cache.store_triggers(triggers)
     phases.done("rules", "%d selected rules' trigger words (%s)", len(triggers.groups), rules_from)
     everything = {**context_by_path, **by_path}
-    digests = {shown: digest(data) for shown, data in everything.items()} if result_cache else {}
+    digests = {display_path(path, cwd): known for path, known in file_digests.items()} if file_digests else {}
     views = helper_views(everything, contract, result_cache, digests, options.jobs)
     phases.done("index", "%d files call a helper the project index knows", len(views))
     digests = {shown: with_view(content, views.get(shown)) for shown, content in digests.items()}

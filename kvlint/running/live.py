@@ -73,10 +73,12 @@ class Workspace:
                 sources[path] = path.read_bytes()
             except OSError:
                 continue
+        file_digests = {path: digest(data) for path, data in sources.items()}
         # As `kvlint check` left it at the root, if it did; read, never written, like the result cache.
-        self.contract: Contract = contract_for(self.config, sources, cache=True, store=False)[0]
+        self.contract: Contract = contract_for(self.config, sources, cache=True, store=False, file_digests=file_digests)[0]
         # The saved bytes of the files in scope, by path as `kvlint check` run at the root shows them.
-        self.saved: dict[str, bytes] = {display_path(scope.real[path], self.root): data for path, data in sources.items()}
+        shown = {path: display_path(scope.real[path], self.root) for path in sources}
+        self.saved: dict[str, bytes] = {shown[path]: data for path, data in sources.items()}
         self._in_scope = set(self.saved)
         # Files outside `include` asked about once (discovery may ask git): path -> checked or not.
         self._scope_answers: dict[str, bool] = {}
@@ -91,7 +93,8 @@ class Workspace:
         # so a server can answer edits in between.
         self.facts = SavedFacts(codes, self._cache, lambda: self.plan.project_rules, self._decisions)
         self.unread_facts: list[str] = list(self.saved) if codes else []
-        self._digests = {shown: digest(data) for shown, data in self.saved.items()}
+        # Kept in step with `saved` by `save`.
+        self._digests = {shown[path]: known for path, known in file_digests.items()}
         # What the project index says about the helpers each file calls (`read_views`), resolved
         # in the saved files; None until read (or found in the cache), then kept until read again after a save.
         self.views: Optional[dict[str, HelperFacts]] = self._cache.views(scope_digest(self._digests.items()))
@@ -127,7 +130,6 @@ class Workspace:
 
     def read_views(self) -> None:
         """Resolve the helpers every saved file calls (a whole-scope pass; summaries are kept)."""
-        self._digests = {shown: digest(data) for shown, data in self.saved.items()}
         self.views = helper_views(self.saved, self.contract, self._cache, self._digests)
 
     def read_facts(self) -> None:
