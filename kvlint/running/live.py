@@ -93,7 +93,7 @@ class Workspace:
         # so a server can answer edits in between.
         self.facts = SavedFacts(codes, self._cache, lambda: self.plan.project_rules, self._decisions)
         self.unread_facts: list[str] = list(self.saved) if codes else []
-        # Kept in step with `saved` by `save`.
+        # Kept in step with `saved` by `save`, and read again from it by `read_views`.
         self._digests = {shown[path]: known for path, known in file_digests.items()}
         # What the project index says about the helpers each file calls (`read_views`), resolved
         # in the saved files; None until read (or found in the cache), then kept until read again after a save.
@@ -130,6 +130,7 @@ class Workspace:
 
     def read_views(self) -> None:
         """Resolve the helpers every saved file calls (a whole-scope pass; summaries are kept)."""
+        self._digests = {shown: digest(data) for shown, data in self.saved.items()}
         self.views = helper_views(self.saved, self.contract, self._cache, self._digests)
 
     def read_facts(self) -> None:
