@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Optional, TypeVar, Union
 
+from kvlint.analysis._ast_children import push_children
 from kvlint.analysis._ast_imports import bound_names, imports_of, module_imports
 from kvlint.analysis._ast_tensors import TENSOR_KEEPING, is_page_size, keeps, layout_use, trailing
 from kvlint.analysis.summaries import ClassSummary, FileSummary, FunctionSummary, ParamUse, Return, Spelling
@@ -106,12 +107,25 @@ class _FunctionReader:
         self._walk(node)
 
     def _walk(self, root: _Function) -> None:
+        # Depth first in `ast.iter_child_nodes` order (the order of `returns`, `calls` and each
+        # name's values is what the summary keeps), the commonest nodes tested first and the
+        # children stacked by `push_children`: the generic generators cost most of the summaries.
         stack: list[ast.AST] = list(root.body)
+        loads = self.loads
         while stack:
             node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Load):
+                    loads[node.id] = loads.get(node.id, 0) + 1
                 continue
-            if isinstance(node, ast.Return):
+            if isinstance(node, ast.Attribute):
+                stack.append(node.value)
+                continue
+            if isinstance(node, ast.Call):
+                self.calls.append(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            elif isinstance(node, ast.Return):
                 self.returns.append(node)
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
@@ -121,14 +135,10 @@ class _FunctionReader:
             elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
                 for bound in bound_names(node):
                     self.assigned.setdefault(bound, []).append(ast.Constant(None))
-            elif isinstance(node, ast.Call):
-                self.calls.append(node)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 # A function-level import may bring in the helper the function calls.
                 self.imports.append(node)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                self.loads[node.id] = self.loads.get(node.id, 0) + 1
-            stack.extend(ast.iter_child_nodes(node))
+            push_children(node, stack)
 
     def _bind(self, target: ast.expr, value: ast.expr) -> None:
         if isinstance(target, ast.Name):
