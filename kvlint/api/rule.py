@@ -85,9 +85,6 @@ class FileContext:
     # The text `module` was parsed from, where the caller has it: a line read from it costs
     # less than generating the module's code again.
     source: Optional[str] = None
-    # CPython's tree of the whole file, where the caller has it. When `source` is a skeleton
-    # (`kvlint.running.fragment`), only its top-level statements are the skeleton's too, on the same lines.
-    file_tree: Optional[ast.Module] = None
 
     def report(self, node: cst.CSTNode, message: str, fix: Optional[Replacement] = None) -> None:
         self.violations.append(Violation(self.current_code, node, message, fix))
@@ -141,6 +138,19 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class SourceFile:
+    """One file as a project rule reads it: CPython's tree of it, which the checker has
+    already, so a file no per-file rule inspects is never parsed with LibCST."""
+
+    path: str
+    text: str
+    tree: ast.Module
+    contract: Contract
+    # False: only the parts the rule's trigger words select count (see `ProjectRule.whole_file_groups`).
+    whole: bool = True
+
+
+@dataclass(frozen=True)
 class ProjectEdit:
     """A project rule's fix: insert `text` as new line(s) after line `after_line` of `path`."""
 
@@ -170,10 +180,11 @@ class ProjectViolation:
 class ProjectRule:
     """A rule that needs facts from several files at once (e.g. KV301).
 
-    The engine calls `extract` on every parsed file that passes the rule's
-    prefilter, in whichever worker parsed it (so facts must be picklable), then
-    `finish` once with the facts of all of them. No file is parsed twice, and
-    per-file rules never know a project rule exists.
+    The engine calls `extract` on every file that passes the rule's prefilter,
+    in whichever worker read it (so facts must be picklable), then `finish`
+    once with the facts of all of them. `extract` reads CPython's tree, which
+    the checker parses for every file anyway, and per-file rules never know a
+    project rule exists.
     """
 
     code: ClassVar[str]
@@ -195,12 +206,15 @@ class ProjectRule:
     def whole_file_groups(cls, options: Any, contract: Contract) -> tuple[tuple[str, ...], ...]:
         """Word groups of files `extract` must see whole.
 
-        Any other file passing `trigger_groups` is cut to the functions that
-        pass them (see `kvlint.running.fragment`). By default every file is read whole.
+        In any other file passing `trigger_groups`, only the module-level
+        statements, the headers of classes and the functions that pass them
+        count (`SourceFile.whole` is False): facts then come from the code that
+        names what the rule is about, and an edit elsewhere keeps them. By
+        default every file is read whole.
         """
         return cls.trigger_groups(options, contract)
 
-    def extract(self, ctx: FileContext) -> Any:
+    def extract(self, file: SourceFile) -> Any:
         """Picklable facts about one file, or None when it holds nothing of interest."""
         raise NotImplementedError
 

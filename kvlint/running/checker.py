@@ -16,10 +16,10 @@ import libcst as cst
 
 from kvlint.analysis.locate import Location, locate
 from kvlint.running.fragment import skeleton
-from kvlint.running.preparse import Unparsable, python_tree, too_large
-from kvlint.running.plan import CheckRequest, helper_words, project_groups, rule_groups, whole_file_groups, with_words
+from kvlint.running.preparse import Unparsable, python_tree, source_text, too_large
+from kvlint.running.plan import CheckRequest, helper_words, rule_groups, whole_file_groups, with_words
 from kvlint.running.prefilter import passes
-from kvlint.api.rule import FileContext, Replacement, Rule, Violation
+from kvlint.api.rule import FileContext, Replacement, Rule, SourceFile, Violation
 from kvlint.running.decide import Candidate, FileDecisions, fingerprint
 from kvlint.running.suppression import parse_suppressions
 from kvlint.api.types import SYNTAX_ERROR, Applicability, FileOutcome, Finding, FixInfo, RunError, Suppression, fix_allowed
@@ -40,36 +40,19 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     tree = python_tree(data, request.path)
     if isinstance(tree, Unparsable):
         return _syntax_error(request.path, tree.line, tree.column, tree.message)
+    facts, errors = _project_facts(request, data, tree)
+    if not request.rules:
+        # Nothing reads LibCST's tree: project rules read CPython's.
+        text = source_text(data) if request.report_unused_ignores else None
+        open_suppressions = FileDecisions.for_source(request.path, request.ignored_codes, text).open_suppressions()
+        return CheckResult(FileOutcome(request.path, True, (), tuple(errors), None, open_suppressions), facts)
     parsed = _source_to_parse(request, data, tree)
-    try:
-        module = cst.parse_module(parsed)
-    except cst.ParserSyntaxError as exc:
-        # CPython accepted the file (`python_tree`), so this is LibCST's own limit: report its words.
-        return _syntax_error(request.path, exc.raw_line, exc.raw_column + 1, _first_line(exc.message))
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        return _syntax_error(request.path, line, 1, f"file is not valid {exc.encoding}: {exc.reason}")
-    except (SyntaxError, LookupError) as exc:
-        # LookupError: a coding cookie naming an unknown encoding.
-        return _syntax_error(request.path, getattr(exc, "lineno", None) or 1, 1, str(exc))
-    except RecursionError:
-        return _syntax_error(request.path, 1, 1, "too deeply nested to parse")
+    module = _libcst_module(request.path, parsed)
+    if isinstance(module, Finding):
+        return CheckResult(FileOutcome(request.path, False, (module,), tuple(errors)), facts)
 
     # The text LibCST parsed, decoded as it did: `module.code` would generate it all again.
     source = parsed.decode(module.encoding)
-    errors: list[RunError] = []
-    facts: dict[str, Any] = {}
-    for project_rule in request.project_rules:
-        ctx = FileContext(
-            request.path, module, request.contract, helpers=request.helpers, source=source, file_tree=tree
-        )
-        try:
-            extracted = project_rule.extract(ctx)
-        except Exception:  # noqa: BLE001 - isolation: one rule's crash must not stop the run
-            errors.append(_internal_error(request.path, project_rule.code))
-            continue
-        if extracted is not None:
-            facts[project_rule.code] = extracted
 
     # CPython's tree of the parsed text places flagged nodes; a skeleton's is parsed only if one is flagged.
     checked = check_module(request, module, source, tree if parsed is data else None)
@@ -83,6 +66,41 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
         request.path, True, tuple(checked.findings), tuple(errors), fixed_source, checked.open_suppressions
     )
     return CheckResult(outcome, facts)
+
+
+def _libcst_module(path: str, parsed: bytes) -> cst.Module | Finding:
+    """LibCST's tree of `parsed`, or the KV000 finding saying why there is none."""
+    try:
+        return cst.parse_module(parsed)
+    except cst.ParserSyntaxError as exc:
+        # CPython accepted the file (`python_tree`), so this is LibCST's own limit: report its words.
+        return _syntax_error_finding(path, exc.raw_line, exc.raw_column + 1, _first_line(exc.message))
+    except UnicodeDecodeError as exc:
+        line = parsed[: exc.start].count(b"\n") + 1
+        return _syntax_error_finding(path, line, 1, f"file is not valid {exc.encoding}: {exc.reason}")
+    except (SyntaxError, LookupError) as exc:
+        # LookupError: a coding cookie naming an unknown encoding.
+        return _syntax_error_finding(path, getattr(exc, "lineno", None) or 1, 1, str(exc))
+    except RecursionError:
+        return _syntax_error_finding(path, 1, 1, "too deeply nested to parse")
+
+
+def _project_facts(request: CheckRequest, data: bytes, tree: ast.Module) -> tuple[dict[str, Any], list[RunError]]:
+    """Each project rule's facts of the file (by code), and the rules that crashed."""
+    facts: dict[str, Any] = {}
+    errors: list[RunError] = []
+    text = source_text(data) if request.project_rules else ""
+    for project_rule in request.project_rules:
+        whole = passes(data, whole_file_groups(type(project_rule), project_rule.options, request.contract))
+        file = SourceFile(request.path, text, tree, request.contract, whole)
+        try:
+            extracted = project_rule.extract(file)
+        except Exception:  # noqa: BLE001 - isolation: one rule's crash must not stop the run
+            errors.append(_internal_error(request.path, project_rule.code))
+            continue
+        if extracted is not None:
+            facts[project_rule.code] = extracted
+    return facts, errors
 
 
 @dataclass(frozen=True)
@@ -111,20 +129,15 @@ def check_module(
 
 
 def _source_to_parse(request: CheckRequest, data: bytes, tree: ast.Module) -> bytes:
-    """Only the functions the rules could flag, when nothing needs the whole file.
+    """Only the functions the per-file rules could flag, when nothing needs the whole file.
 
-    Unused-ignore reports read every comment, fixes rewrite the file, and a
-    project rule may ask for some files whole: each of those parses all of it.
+    Unused-ignore reports read every comment and fixes rewrite the file: each
+    of those parses all of it.
     """
     if request.report_unused_ignores or request.fix is not None:
         return data
-    project_rules = request.project_rules
-    contract = request.contract
-    if any(passes(data, whole_file_groups(type(rule), rule.options, contract)) for rule in project_rules):
-        return data
     words = helper_words(request.helpers)
-    groups = [with_words(rule_groups(rule, contract), words) for rule in request.rules]
-    groups += [project_groups(type(rule), rule.options, contract) for rule in project_rules]
+    groups = [with_words(rule_groups(rule, request.contract), words) for rule in request.rules]
     cut = skeleton(data, tree, groups)
     return data if cut is None else cut
 
@@ -243,7 +256,11 @@ def _fix(request: CheckRequest, module: cst.Module, may_suppress: bool) -> tuple
 
 
 def _syntax_error(path: str, line: int, column: int, message: str) -> CheckResult:
-    finding = Finding(
+    return CheckResult(FileOutcome(path, False, (_syntax_error_finding(path, line, column, message),)))
+
+
+def _syntax_error_finding(path: str, line: int, column: int, message: str) -> Finding:
+    return Finding(
         code=SYNTAX_ERROR.code,
         name=SYNTAX_ERROR.name,
         severity=SYNTAX_ERROR.severity,
@@ -255,7 +272,6 @@ def _syntax_error(path: str, line: int, column: int, message: str) -> CheckResul
         message=message,
         fingerprint=fingerprint(SYNTAX_ERROR.code, path, "", message, 1),
     )
-    return CheckResult(FileOutcome(path, False, (finding,)))
 
 
 def _first_line(message: str) -> str:

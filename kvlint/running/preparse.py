@@ -66,6 +66,11 @@ def python_tree(data: bytes, path: str) -> ast.Module | Unparsable:
     return tree
 
 
+def source_text(data: bytes) -> str:
+    """The text of bytes `python_tree` accepted, decoded as CPython reads them (a BOM is not text)."""
+    return data.decode(_declared_encoding(data))
+
+
 def _undecodable(data: bytes) -> Optional[Unparsable]:
     """A file whose bytes are not text in its declared encoding (PEP 263; default UTF-8)."""
     encoding = _declared_encoding(data)

@@ -17,29 +17,33 @@ batch on (`_calls`), for the timing of each write.
 
 from __future__ import annotations
 
+import ast
 import re
-from typing import Optional
+from typing import Optional, Union
 
-import libcst as cst
-
+from kvlint.api.rule import one_line_code
 from kvlint.rules.tbo._calls import batch_call
 from kvlint.rules.tbo._facts import Assignment, Call, FunctionFact, FunctionKey
-from kvlint.analysis.index import is_none, trailing_name
-from kvlint.api.rule import one_line_code
-from kvlint.rules.tbo._lines import LineFinder
-from kvlint.rules.tbo._walk import own_nodes
+from kvlint.rules.tbo._names import is_none, string_value, trailing_name
+from kvlint.rules.tbo._source import SourceText
+from kvlint.rules.tbo._walk import SCOPES, own_nodes
 
 SNIPPET_WIDTH = 60
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
 
 def scan_batch_code(
-    module: cst.Module, batch_class: str, lines: LineFinder, imports: dict[str, str]
+    tree: ast.Module, batch_class: str, source: SourceText, imports: dict[str, str], whole: bool
 ) -> tuple[list[Assignment], list[FunctionFact]]:
-    """The module's writes of a non-None value to a batch field, and its functions that hand a batch on."""
-    finder = _AssignmentFinder(module, batch_class, lines, imports)
-    for statement in module.body:
-        finder.top = statement
-        finder.scan(statement, klass=None, batches=frozenset(), function=None)
+    """The module's writes of a non-None value to a batch field, and its functions that hand a batch on.
+
+    Not `whole`: of a top-level class, only its header and its definitions count.
+    """
+    finder = _AssignmentFinder(batch_class, source, imports)
+    for statement in tree.body:
+        cut = not whole and isinstance(statement, ast.ClassDef)
+        finder.scan(statement, klass=None, batches=frozenset(), function=None, cut=cut)
     functions = [
         FunctionFact(key, finder.batch_params.get(key, ()), key in finder.constructs, tuple(calls))
         for key, calls in finder.calls.items()
@@ -49,33 +53,36 @@ def scan_batch_code(
 
 
 class _AssignmentFinder:
-    def __init__(self, module: cst.Module, batch_class: str, lines: LineFinder, imports: dict[str, str]) -> None:
-        self.module = module
+    def __init__(self, batch_class: str, source: SourceText, imports: dict[str, str]) -> None:
         self.batch_class = batch_class
         self.mentions_batch = re.compile(rf"\b{re.escape(batch_class)}\b")
-        self.lines = lines
+        self.source = source
         self.imports = imports
         self.found: list[Assignment] = []
         self.calls: dict[FunctionKey, list[Call]] = {}
         self.batch_params: dict[FunctionKey, tuple[int | str, ...]] = {}
         self.constructs: set[FunctionKey] = set()
-        # The module-level statement being scanned: positions are looked up inside it.
-        self.top: cst.CSTNode = module
         # Nodes met so far, in source order: where a write or call stands relative to another.
         self.order = 0
 
     def scan(
-        self, scope: cst.CSTNode, klass: Optional[str], batches: frozenset[str], function: Optional[FunctionKey]
+        self, scope: ast.AST, klass: Optional[str], batches: frozenset[str], function: Optional[FunctionKey], cut: bool = False
     ) -> None:
-        """Scan one scope's own nodes, then each nested scope with its own batch names."""
-        nodes = list(own_nodes(scope))
-        if isinstance(scope, cst.ClassDef):
-            klass, batches = scope.name.value, frozenset()
+        """Scan one scope's own nodes, then each nested scope with its own batch names.
+
+        `cut`: a class of which only the header and the definitions count.
+        """
+        if isinstance(scope, ast.ClassDef):
+            klass, batches = scope.name, frozenset()
         in_batch_class = klass == self.batch_class
-        if isinstance(scope, cst.FunctionDef):
+        if isinstance(scope, _FUNCTIONS) and function is None and not in_batch_class and not self._names_batch_class(scope):
+            # Nothing in it is typed or built as a batch, so it neither writes one nor hands one on.
+            return
+        nodes = _header_and_definitions(scope) if isinstance(scope, ast.ClassDef) and cut else list(own_nodes(scope))
+        if isinstance(scope, _FUNCTIONS):
             own = self._batch_names(scope, nodes, in_batch_class)
             if function is None:
-                function = (klass or "", scope.name.value)
+                function = (klass or "", scope.name)
                 self.calls[function] = []
                 if own[0]:
                     # Registered even without batch parameters: `self` in the batch class holds one.
@@ -85,19 +92,21 @@ class _AssignmentFinder:
             if node is scope:
                 continue
             self.order += 1
-            if isinstance(node, (cst.ClassDef, cst.FunctionDef, cst.Lambda)):
-                self.scan(node, klass, batches, function)
-            elif isinstance(node, cst.Assign):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                self.scan(node, klass, batches, function, cut=cut and isinstance(node, ast.ClassDef))
+            elif isinstance(node, ast.Assign):
                 for target in node.targets:
-                    self._attribute_write(node, target.target, node.value, batches, function)
-            elif isinstance(node, cst.AnnAssign) and node.value is not None:
+                    self._attribute_write(node, target, node.value, batches, function)
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
                 self._attribute_write(node, node.target, node.value, batches, function)
-            elif isinstance(node, cst.Call):
+            elif isinstance(node, ast.Call):
                 self._call(node, batches, in_batch_class, function)
 
-    def _call(
-        self, node: cst.Call, batches: frozenset[str], in_batch_class: bool, function: Optional[FunctionKey]
-    ) -> None:
+    def _names_batch_class(self, function: Function) -> bool:
+        first = function.decorator_list[0] if function.decorator_list else function
+        return self.batch_class in self.source.text[self.source.start(first) : self.source.end(function)]
+
+    def _call(self, node: ast.Call, batches: frozenset[str], in_batch_class: bool, function: Optional[FunctionKey]) -> None:
         if function is not None and batches:
             call = batch_call(node, self.order, batches, self.imports)
             if call is not None:
@@ -105,88 +114,92 @@ class _AssignmentFinder:
         if self._constructs_batch(node, in_batch_class):
             if function is not None:
                 self.constructs.add(function)
-            for arg in node.args:
-                if arg.keyword is not None and not is_none(arg.value):
-                    self._record(arg.keyword.value, arg, function)
-        elif isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) == 3:
-            receiver, name, value = (arg.value for arg in node.args)
-            if (
-                _is_name_in(receiver, batches)
-                and isinstance(name, cst.SimpleString)
-                and isinstance(name.evaluated_value, str)
-                and not is_none(value)
-                and not _reads_own_field(value, receiver, name.evaluated_value)
-            ):
-                self._record(name.evaluated_value, node, function)
+            for keyword in node.keywords:
+                if keyword.arg is not None and not is_none(keyword.value):
+                    self._record(keyword.arg, keyword, _argument_code(self.source, node, keyword), function)
+        elif isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) == 3 and not node.keywords:
+            receiver, name, value = node.args
+            field = string_value(name)
+            if _is_name_in(receiver, batches) and field is not None and not is_none(value):
+                if not _reads_own_field(value, receiver, field):
+                    self._record(field, node, self.source.code(node), function)
 
     def _attribute_write(
-        self,
-        statement: cst.CSTNode,
-        target: cst.BaseExpression,
-        value: cst.BaseExpression,
-        batches: frozenset[str],
-        function: Optional[FunctionKey],
+        self, statement: ast.stmt, target: ast.expr, value: ast.expr, batches: frozenset[str], function: Optional[FunctionKey]
     ) -> None:
-        if isinstance(target, cst.Attribute) and _is_name_in(target.value, batches) and not is_none(value):
-            if not _reads_own_field(value, target.value, target.attr.value):
-                self._record(target.attr.value, statement, function)
+        if isinstance(target, ast.Attribute) and _is_name_in(target.value, batches) and not is_none(value):
+            if not _reads_own_field(value, target.value, target.attr):
+                self._record(target.attr, statement, self.source.code(statement), function)
 
-    def _record(self, field: str, node: cst.CSTNode, function: Optional[FunctionKey]) -> None:
-        text = one_line_code(self.module.code_for_node(node), SNIPPET_WIDTH)
-        self.found.append(Assignment(field, self.lines.span(node, self.top).line, text, function, self.order))
+    def _record(self, field: str, node: ast.AST, code: str, function: Optional[FunctionKey]) -> None:
+        line: int = node.lineno  # type: ignore[attr-defined]
+        self.found.append(Assignment(field, line, one_line_code(code, SNIPPET_WIDTH), function, self.order))
 
-    def _constructs_batch(self, call: cst.Call, in_batch_class: bool) -> bool:
+    def _constructs_batch(self, call: ast.Call, in_batch_class: bool) -> bool:
         """`Batch(...)`, `mod.Batch(...)`, or `cls(...)` inside the batch class."""
-        if trailing_name(call.func, through_subscript=True) == self.batch_class:
+        if trailing_name(call.func) == self.batch_class:
             return True
-        return in_batch_class and isinstance(call.func, cst.Name) and call.func.value == "cls"
+        return in_batch_class and isinstance(call.func, ast.Name) and call.func.id == "cls"
 
-    def _makes_batch(self, value: cst.BaseExpression, in_batch_class: bool) -> bool:
+    def _makes_batch(self, value: ast.expr, in_batch_class: bool) -> bool:
         """A constructor or a factory on the class: `Batch(...)`, `Batch.init_new(...)`."""
-        if not isinstance(value, cst.Call):
+        if not isinstance(value, ast.Call):
             return False
         func = value.func
-        if isinstance(func, cst.Attribute) and trailing_name(func.value, through_subscript=True) == self.batch_class:
+        if isinstance(func, ast.Attribute) and trailing_name(func.value) == self.batch_class:
             return True
         return self._constructs_batch(value, in_batch_class)
 
     def _batch_names(
-        self, function: cst.FunctionDef, nodes: list[cst.CSTNode], in_batch_class: bool
+        self, function: Function, nodes: list[ast.AST], in_batch_class: bool
     ) -> tuple[frozenset[str], tuple[int | str, ...]]:
         """The function's names holding a batch, and its batch parameters by position and name."""
         names: set[str] = set()
-        params = function.params
-        positional = [*params.posonly_params, *params.params]
-        if positional and positional[0].name.value in ("self", "cls"):
-            if in_batch_class and positional[0].name.value == "self":
+        params = function.args
+        positional = [*params.posonlyargs, *params.args]
+        if positional and positional[0].arg in ("self", "cls"):
+            if in_batch_class and positional[0].arg == "self":
                 names.add("self")
             positional = positional[1:]
         batch_params: list[int | str] = []
-        for index, param in enumerate((*positional, *params.kwonly_params)):
-            if param.annotation is not None and self._annotates_batch(param.annotation.annotation):
-                names.add(param.name.value)
-                batch_params.extend((index, param.name.value) if index < len(positional) else (param.name.value,))
+        for index, param in enumerate((*positional, *params.kwonlyargs)):
+            if param.annotation is not None and self._annotates_batch(param.annotation):
+                names.add(param.arg)
+                batch_params.extend((index, param.arg) if index < len(positional) else (param.arg,))
         for node in nodes:
-            if isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name):
-                if self._annotates_batch(node.annotation.annotation):
-                    names.add(node.target.value)
-            elif isinstance(node, cst.Assign) and self._makes_batch(node.value, in_batch_class):
-                names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                if self._annotates_batch(node.annotation):
+                    names.add(node.target.id)
+            elif isinstance(node, ast.Assign) and self._makes_batch(node.value, in_batch_class):
+                names.update(target.id for target in node.targets if isinstance(target, ast.Name))
         return frozenset(names), tuple(batch_params)
 
-    def _annotates_batch(self, annotation: cst.BaseExpression) -> bool:
-        return self.mentions_batch.search(self.module.code_for_node(annotation)) is not None
+    def _annotates_batch(self, annotation: ast.expr) -> bool:
+        return self.mentions_batch.search(self.source.code(annotation)) is not None
 
 
-def _is_name_in(node: cst.BaseExpression, names: frozenset[str]) -> bool:
-    return isinstance(node, cst.Name) and node.value in names
+def _header_and_definitions(klass: ast.ClassDef) -> list[ast.AST]:
+    header = (*klass.decorator_list, *klass.bases, *klass.keywords)
+    definitions = [statement for statement in klass.body if isinstance(statement, SCOPES)]
+    return [klass, *(node for part in header for node in own_nodes(part)), *definitions]
 
 
-def _reads_own_field(value: cst.BaseExpression, receiver: cst.BaseExpression, field: str) -> bool:
+def _argument_code(source: SourceText, call: ast.Call, keyword: ast.keyword) -> str:
+    """A keyword argument's code as LibCST keeps it: up to the next argument, or to the closing parenthesis."""
+    start = source.start(keyword)
+    later = [offset for offset in map(source.start, [*call.args, *call.keywords]) if offset > start]
+    return source.text[start : min(later, default=source.end(call) - 1)]
+
+
+def _is_name_in(node: ast.expr, names: frozenset[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in names
+
+
+def _reads_own_field(value: ast.expr, receiver: ast.expr, field: str) -> bool:
     """Does `value` read `field` of the batch it is written to (`b.f = pad(b.f)`)?"""
-    if not isinstance(receiver, cst.Name):
+    if not isinstance(receiver, ast.Name):
         return False
     return any(
-        isinstance(node, cst.Attribute) and node.attr.value == field and _is_name_in(node.value, frozenset({receiver.value}))
+        isinstance(node, ast.Attribute) and node.attr == field and _is_name_in(node.value, frozenset({receiver.id}))
         for node in own_nodes(value)
     )

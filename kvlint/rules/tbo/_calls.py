@@ -9,41 +9,40 @@ The callee is kept as written; `_timing` resolves it across files.
 
 from __future__ import annotations
 
+import ast
 from typing import Optional
-
-import libcst as cst
 
 from kvlint.rules.tbo._facts import Call, CallKind
 
 SELF_NAMES = frozenset({"self", "cls"})
 
 
-def batch_call(node: cst.Call, order: int, batches: frozenset[str], imports: dict[str, str]) -> Optional[Call]:
+def batch_call(node: ast.Call, order: int, batches: frozenset[str], imports: dict[str, str]) -> Optional[Call]:
     """The call as KV301's call graph keeps it, or None when it hands no batch on."""
     func = node.func
-    receiver = func.value if isinstance(func, cst.Attribute) else None
-    positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
+    receiver = func.value if isinstance(func, ast.Attribute) else None
+    positional = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
     batch_args: tuple[int | str, ...] = (
-        *(index for index, arg in enumerate(positional) if _is_batch(arg.value, batches)),
-        *(arg.keyword.value for arg in node.args if arg.keyword is not None and _is_batch(arg.value, batches)),
+        *(index for index, arg in enumerate(positional) if _is_batch(arg, batches)),
+        *(keyword.arg for keyword in node.keywords if keyword.arg is not None and _is_batch(keyword.value, batches)),
     )
     if not batch_args and not _is_batch(receiver, batches):
         return None
-    if isinstance(func, cst.Name):
-        return Call(order, CallKind.NAME, func.value, origin=imports.get(func.value), batch_args=batch_args)
-    if not isinstance(func, cst.Attribute):
+    if isinstance(func, ast.Name):
+        return Call(order, CallKind.NAME, func.id, origin=imports.get(func.id), batch_args=batch_args)
+    if not isinstance(func, ast.Attribute):
         return None
-    name = func.attr.value
-    if isinstance(receiver, cst.Name) and receiver.value in SELF_NAMES:
+    name = func.attr
+    if isinstance(receiver, ast.Name) and receiver.id in SELF_NAMES:
         return Call(order, CallKind.SELF, name)
-    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super":
+    if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
         return Call(order, CallKind.SELF, name)
-    if isinstance(receiver, cst.Name) and receiver.value in batches:
+    if isinstance(receiver, ast.Name) and receiver.id in batches:
         return Call(order, CallKind.BATCH, name)
-    if isinstance(receiver, cst.Name) and receiver.value[:1].isupper():
-        return Call(order, CallKind.OWNER, name, owner=receiver.value, origin=imports.get(receiver.value))
+    if isinstance(receiver, ast.Name) and receiver.id[:1].isupper():
+        return Call(order, CallKind.OWNER, name, owner=receiver.id, origin=imports.get(receiver.id))
     return Call(order, CallKind.DYNAMIC, name, batch_args=batch_args)
 
 
-def _is_batch(node: Optional[cst.BaseExpression], batches: frozenset[str]) -> bool:
-    return isinstance(node, cst.Name) and node.value in batches
+def _is_batch(node: Optional[ast.expr], batches: frozenset[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in batches

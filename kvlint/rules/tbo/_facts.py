@@ -33,9 +33,8 @@ class Span:
 @dataclass(frozen=True)
 class FieldFact:
     name: str
-    annotation: str
     default: Default
-    # Source of the default (`"virtual"`, `field(default_factory=list)`), "" when required.
+    # Source of the default (`"virtual"`, `field(default_factory=list)`) on one line, "" when required.
     default_text: str
     # The type a scalar check looks at: the annotation with Optional peeled off,
     # as a plain or dotted name's last part; None for generics, unions and the like.

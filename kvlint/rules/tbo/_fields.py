@@ -8,110 +8,97 @@ attributes, not fields, so the completeness check never sees them.
 
 from __future__ import annotations
 
+import ast
 from typing import Optional
 
-import libcst as cst
-
 from kvlint.api.contract import NOT_FIELD_ANNOTATIONS
-from kvlint.analysis.index import is_none, trailing_name
-
+from kvlint.api.rule import one_line_code
 from kvlint.rules.tbo._facts import BaseRef, ClassFact, Default, FieldFact
-from kvlint.rules.tbo._lines import LineFinder
+from kvlint.rules.tbo._names import is_none, string_value, trailing_name
+from kvlint.rules.tbo._source import SourceText
 
 
-
-def module_classes(module: cst.Module, imports: dict[str, str], lines: LineFinder) -> list[ClassFact]:
-    """Every top-level class, with fields for the dataclasses."""
+def module_classes(tree: ast.Module, imports: dict[str, str], source: SourceText, whole: bool) -> list[ClassFact]:
+    """Every top-level class, with fields for the dataclasses when the file is read `whole`."""
     classes = []
-    for statement in module.body:
-        if not isinstance(statement, cst.ClassDef):
+    for statement in tree.body:
+        if not isinstance(statement, ast.ClassDef):
             continue
-        is_dataclass = any(_is_dataclass_decorator(d.decorator) for d in statement.decorators)
-        bases = tuple(
-            BaseRef(name, imports.get(name))
-            for name in (trailing_name(arg.value, through_subscript=True) for arg in statement.bases if arg.keyword is None)
-            if name is not None
-        )
-        fields = tuple(_fields(module, statement, lines)) if is_dataclass else ()
-        classes.append(ClassFact(statement.name.value, bases, is_dataclass, fields))
+        is_dataclass = any(_is_dataclass_decorator(decorator) for decorator in statement.decorator_list)
+        written = (base.value if isinstance(base, ast.Starred) else base for base in statement.bases)
+        bases = tuple(BaseRef(name, imports.get(name)) for name in map(trailing_name, written) if name is not None)
+        fields = tuple(_fields(statement, source)) if is_dataclass and whole else ()
+        classes.append(ClassFact(statement.name, bases, is_dataclass, fields))
     return classes
 
 
-def _is_dataclass_decorator(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.Call):
+def _is_dataclass_decorator(node: ast.expr) -> bool:
+    if isinstance(node, ast.Call):
         node = node.func
-    return trailing_name(node, through_subscript=True) == "dataclass"
+    return trailing_name(node) == "dataclass"
 
 
-def _fields(module: cst.Module, klass: cst.ClassDef, lines: LineFinder) -> list[FieldFact]:
+def _fields(klass: ast.ClassDef, source: SourceText) -> list[FieldFact]:
     fields = []
-    body = klass.body.body if isinstance(klass.body, cst.IndentedBlock) else ()
-    for line in body:
-        if not isinstance(line, cst.SimpleStatementLine):
+    for statement in klass.body:
+        if not isinstance(statement, ast.AnnAssign) or not isinstance(statement.target, ast.Name):
             continue
-        for statement in line.body:
-            if not isinstance(statement, cst.AnnAssign) or not isinstance(statement.target, cst.Name):
-                continue
-            annotation = statement.annotation.annotation
-            if trailing_name(annotation, through_subscript=True) in NOT_FIELD_ANNOTATIONS:
-                continue
-            default, default_text = _default(module, statement.value)
-            fields.append(
-                FieldFact(
-                    name=statement.target.value,
-                    annotation=module.code_for_node(annotation),
-                    default=default,
-                    default_text=default_text,
-                    core_type=_core_type(annotation),
-                    span=lines.span(statement, klass),
-                )
+        if trailing_name(statement.annotation) in NOT_FIELD_ANNOTATIONS:
+            continue
+        default, default_text = _default(source, statement.value)
+        fields.append(
+            FieldFact(
+                name=statement.target.id,
+                default=default,
+                default_text=default_text,
+                core_type=_core_type(statement.annotation),
+                span=source.span(statement),
             )
+        )
     return fields
 
 
-def _default(module: cst.Module, value: Optional[cst.BaseExpression]) -> tuple[Default, str]:
+def _default(source: SourceText, value: Optional[ast.expr]) -> tuple[Default, str]:
     if value is None:
         return Default.REQUIRED, ""
-    text = module.code_for_node(value)
+    # Quoted in a message, which is one line.
+    text = one_line_code(source.code_with_parentheses(value))
     if is_none(value):
         return Default.NONE, text
-    if isinstance(value, cst.Call) and trailing_name(value.func, through_subscript=True) == "field":
-        for arg in value.args:
-            if arg.keyword is not None and arg.keyword.value == "default":
-                return (Default.NONE if is_none(arg.value) else Default.VALUE), text
-            if arg.keyword is not None and arg.keyword.value == "default_factory":
+    if isinstance(value, ast.Call) and trailing_name(value.func) == "field":
+        for keyword in value.keywords:
+            if keyword.arg == "default":
+                return (Default.NONE if is_none(keyword.value) else Default.VALUE), text
+            if keyword.arg == "default_factory":
                 return Default.FACTORY, text
         return Default.REQUIRED, text
     return Default.VALUE, text
 
 
-def _core_type(annotation: cst.BaseExpression) -> Optional[str]:
+def _core_type(annotation: ast.expr) -> Optional[str]:
     """The annotation's type once Optional is peeled off, if it is a bare name."""
-    if isinstance(annotation, cst.SimpleString):
-        text = annotation.evaluated_value
-        if not isinstance(text, str):
-            return None
+    text = string_value(annotation)
+    if text is not None:
         try:
-            annotation = cst.parse_expression(text)
-        except (cst.ParserSyntaxError, TypeError):
+            annotation = ast.parse(text.strip(), mode="eval").body
+        except (SyntaxError, ValueError):
             return None
     inner = _optional_inner(annotation)
     if inner is not None:
         annotation = inner
-    if isinstance(annotation, (cst.Name, cst.Attribute)):
-        return trailing_name(annotation, through_subscript=True)
+    if isinstance(annotation, (ast.Name, ast.Attribute)):
+        return trailing_name(annotation)
     return None
 
 
-def _optional_inner(annotation: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+def _optional_inner(annotation: ast.expr) -> Optional[ast.expr]:
     """`Optional[X]`, `Union[X, None]` and `X | None` -> X; None for anything else."""
-    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
         sides = [annotation.left, annotation.right]
-    elif isinstance(annotation, cst.Subscript) and trailing_name(annotation.value, through_subscript=True) in ("Optional", "Union"):
-        sides = [
-            element.slice.value for element in annotation.slice if isinstance(element.slice, cst.Index)
-        ]
-        if trailing_name(annotation.value, through_subscript=True) == "Optional":
+    elif isinstance(annotation, ast.Subscript) and trailing_name(annotation.value) in ("Optional", "Union"):
+        index = annotation.slice
+        sides = list(index.elts) if isinstance(index, ast.Tuple) else [index]
+        if trailing_name(annotation.value) == "Optional":
             return sides[0] if len(sides) == 1 else None
     else:
         return None

@@ -1,27 +1,55 @@
-"""A quick walk over a LibCST tree for KV301's scan of many files.
+"""A quick walk over CPython's tree for KV301's scan of many files.
 
-KV301 reads every file that names the batch class (hundreds in SGLang), so
-its walk must cost little next to the parse (see `kvlint.analysis.walk`).
+KV301 reads every file that names the batch class (hundreds in SGLang), so it
+reads CPython's tree, which the checker already has for its pre-parse, and
+walks it without `ast.walk`'s generic generators: children come from each
+node type's code fields, looked up once per type.
 """
 
 from __future__ import annotations
 
+import ast
 from typing import Iterator
 
-import libcst as cst
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+# Fields that never hold code KV301 reads.
+_NOT_CODE = frozenset({"ctx", "op", "ops", "type_comment", "type_ignores"})
+# Where `_fields` is not in source order: decorators stand above their definition, and a
+# conditional expression reads `body if test else orelse`. Whether a write runs before the
+# split is decided by the order of the nodes in one function.
+_CODE_FIELDS: dict[type, tuple[str, ...]] = {
+    ast.FunctionDef: ("decorator_list", "args", "returns", "body"),
+    ast.AsyncFunctionDef: ("decorator_list", "args", "returns", "body"),
+    ast.ClassDef: ("decorator_list", "bases", "keywords", "body"),
+    ast.IfExp: ("body", "test", "orelse"),
+}
 
-from kvlint.analysis.walk import code_children
 
-SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+def children(node: ast.AST) -> list[ast.AST]:
+    """The node's code children in source order."""
+    if isinstance(node, ast.Dict):
+        # Keys and values alternate in the source; a `**mapping` entry has no key.
+        return [part for key, value in zip(node.keys, node.values) for part in (key, value) if part is not None]
+    fields = _CODE_FIELDS.get(type(node))
+    if fields is None:
+        fields = _CODE_FIELDS[type(node)] = tuple(name for name in node._fields if name not in _NOT_CODE)
+    found: list[ast.AST] = []
+    for name in fields:
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            found.extend(item for item in value if isinstance(item, ast.AST))
+        elif isinstance(value, ast.AST):
+            found.append(value)
+    return found
 
 
-def own_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def own_nodes(root: ast.AST) -> Iterator[ast.AST]:
     """`root` and its code nodes in source order, yielding nested defs, classes and
     lambdas but not descending into them."""
-    stack: list[cst.CSTNode] = [root]
+    stack: list[ast.AST] = [root]
     while stack:
         node = stack.pop()
         yield node
         if node is not root and isinstance(node, SCOPES):
             continue
-        stack.extend(reversed(code_children(node)))
+        stack.extend(reversed(children(node)))

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
-
-import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from typing import Optional
 
 from kvlint.api.config import TboConfig
 from kvlint.api.contract import Contract
-from kvlint.analysis.index import top_level_imports
-from kvlint.api.rule import FileContext, ProjectEdit, ProjectRule, ProjectViolation
+from kvlint.api.rule import ProjectEdit, ProjectRule, ProjectViolation, SourceFile
 from kvlint.rules.tbo._assignments import scan_batch_code
-from kvlint.rules.tbo._facts import BuilderFact, Default, FieldFact, FileFacts, Span
+from kvlint.rules.tbo._facts import BuilderFact, Default, FieldFact, FileFacts
 from kvlint.rules.tbo._fields import module_classes
 from kvlint.rules.tbo._keys import builder_fact, find_builders
-from kvlint.rules.tbo._lines import LineFinder
+from kvlint.rules.tbo._names import top_level_imports
+from kvlint.rules.tbo._source import SourceText
 from kvlint.rules.tbo._timing import SplitTiming, Timing
 from kvlint.rules.tbo._tree import Tree
 from kvlint.api.types import Applicability, ProjectInvalid, ProjectValid, Severity
@@ -192,19 +189,17 @@ class TboFieldNotCopied(ProjectRule):
         # functions that name the batch class can assign a batch's field.
         return ((f"class {options.batch_class}", f"def {options.child_builder}"),)
 
-    def extract(self, ctx: FileContext) -> Optional[FileFacts]:
-        module = ctx.module
-        lines = LineFinder(module, ctx.text(), ctx.file_tree)
-        imports = top_level_imports(module)
-        # Builders are one or two files: their fix anchors get exact positions.
-        spans = _LazySpans(module)
+    def extract(self, file: SourceFile) -> Optional[FileFacts]:
+        tree, source = file.tree, SourceText(file.text)
+        imports = top_level_imports(tree)
+        batch_class = self.options.batch_class
         builders = (
-            builder_fact(module, function, self.options.batch_class, imports, spans)
-            for function in find_builders(module, self.options.child_builder)
+            builder_fact(tree, function, batch_class, imports, source)
+            for function in find_builders(tree, self.options.child_builder)
         )
-        assignments, functions = scan_batch_code(module, self.options.batch_class, lines, imports)
+        assignments, functions = scan_batch_code(tree, batch_class, source, imports, file.whole)
         facts = FileFacts(
-            classes=tuple(module_classes(module, imports, lines)),
+            classes=tuple(module_classes(tree, imports, source, file.whole)),
             builders=tuple(builder for builder in builders if builder is not None),
             assignments=tuple(assignments),
             functions=tuple(functions),
@@ -306,17 +301,3 @@ class TboFieldNotCopied(ProjectRule):
             severity=Severity.WARNING,
             snippet=builder.function,
         )
-
-
-class _LazySpans:
-    """Positions of nodes, computed for the whole module only when first asked for."""
-
-    def __init__(self, module: cst.Module) -> None:
-        self._module = module
-        self._positions: Optional[Mapping[cst.CSTNode, CodeRange]] = None
-
-    def __call__(self, node: cst.CSTNode) -> Span:
-        if self._positions is None:
-            self._positions = MetadataWrapper(self._module, unsafe_skip_copy=True).resolve(PositionProvider)
-        start, end = self._positions[node].start, self._positions[node].end
-        return Span(start.line, start.column + 1, end.line, end.column + 1)
