@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Optional, TypeVar, Union
 
-from kvlint.analysis._ast_children import push_children
+from kvlint.analysis._ast_children import CHILD_FIELDS, child_fields
 from kvlint.analysis._ast_imports import bound_names, imports_of, module_imports
 from kvlint.analysis._ast_tensors import TENSOR_KEEPING, is_page_size, keeps, layout_use, trailing
 from kvlint.analysis.summaries import ClassSummary, FileSummary, FunctionSummary, ParamUse, Return, Spelling
@@ -108,10 +108,12 @@ class _FunctionReader:
 
     def _walk(self, root: _Function) -> None:
         # Depth first in `ast.iter_child_nodes` order (the order of `returns`, `calls` and each
-        # name's values is what the summary keeps), the commonest nodes tested first and the
-        # children stacked by `push_children`: the generic generators cost most of the summaries.
-        stack: list[ast.AST] = list(root.body)
+        # name's values is what the summary keeps), the commonest nodes first, field values
+        # stacked as they are and the ones without children dropped when popped
+        # (`kvlint.analysis._ast_children`): the generic generators cost most of the summaries.
+        stack: list[object] = list(root.body)
         loads = self.loads
+        fields_of = CHILD_FIELDS.get
         while stack:
             node = stack.pop()
             if isinstance(node, ast.Name):
@@ -120,6 +122,12 @@ class _FunctionReader:
                 continue
             if isinstance(node, ast.Attribute):
                 stack.append(node.value)
+                continue
+            kind = type(node)
+            fields = fields_of(kind)
+            if fields is None:
+                fields = child_fields(kind)
+            if not fields:
                 continue
             if isinstance(node, ast.Call):
                 self.calls.append(node)
@@ -138,7 +146,12 @@ class _FunctionReader:
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 # A function-level import may bring in the helper the function calls.
                 self.imports.append(node)
-            push_children(node, stack)
+            for field in fields:
+                value = getattr(node, field)
+                if type(value) is list:
+                    stack.extend(value)
+                else:
+                    stack.append(value)
 
     def _bind(self, target: ast.expr, value: ast.expr) -> None:
         if isinstance(target, ast.Name):

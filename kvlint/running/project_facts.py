@@ -17,6 +17,7 @@ calls changes its facts, the caller is checked again.
 from __future__ import annotations
 
 import ast
+import gc
 import hashlib
 import pickle
 from typing import Iterable, Optional
@@ -182,6 +183,19 @@ def _layout_helper_names(index: ProjectIndex, words: WordIndex, returning: set[s
 
 
 def _summarize(path: str, data: bytes, contract: Contract) -> Optional[FileSummary]:
+    # A file's `ast` tree is tens of thousands of nodes and no cycle: with the collector on, every
+    # few hundred of them start a collection walking those made so far (and, now and then, all the
+    # run holds). Paused, sglang/srt's cold index parses in 1.6 s instead of 2.35 s.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_summary(path, data, contract)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _read_summary(path: str, data: bytes, contract: Contract) -> Optional[FileSummary]:
     try:
         tree = ast.parse(data, path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
