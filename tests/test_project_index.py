@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from kvlint.api.config import load_config
 from kvlint.api.types import Applicability, Finding
-from kvlint.running import project_facts, workers
+from kvlint.running import engine, project_facts, workers
 from kvlint.running.engine import RunOptions, run
 
 BASE = (
@@ -362,3 +363,19 @@ def test_work_mapped_over_a_broken_pool_is_done_in_process(monkeypatch: pytest.M
     monkeypatch.setattr(workers, "ProcessPoolExecutor", Broken)
     arguments = [(n, n + 1) for n in range(10)]
     assert workers.map_in_workers(pow, arguments, jobs=2) == [pow(*args) for args in arguments]
+
+
+def test_the_index_hands_the_collector_back_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The index pauses the collector while it builds (its trees make no cycle); the check after it
+    # makes LibCST's trees, which do, so it must find the collector on again.
+    write(tmp_path, {"eng/attn/base.py": BASE, "eng/attn/mla.py": SUB})
+    collecting_at_check = []
+    real_check_all = engine.check_all
+
+    def recording_check_all(*args: Any, **kwargs: Any) -> Any:
+        collecting_at_check.append(gc.isenabled())
+        return real_check_all(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "check_all", recording_check_all)
+    assert codes(check(tmp_path, monkeypatch)) == [("KV101", "eng/attn/mla.py", 7)]
+    assert collecting_at_check == [True] and gc.isenabled()
