@@ -59,9 +59,14 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     errors.extend(checked.errors)
     fixed_source: Optional[bytes] = None
     if request.fix is not None and any(_applies(v, request.fix) for v in checked.violations):
-        fixed_source, fix_error = _fix(request, module, may_suppress=bool(parse_suppressions(module.code)))
-        if fix_error is not None:
-            errors.append(fix_error)
+        # The skeleton found something to fix: the fix rewrites the whole file.
+        whole = module if parsed is data else _libcst_module(request.path, data)
+        if isinstance(whole, Finding):
+            errors.append(RunError(request.path, f"not fixed: {whole.message}"))
+        else:
+            fixed_source, fix_error = _fix(request, whole, may_suppress=bool(parse_suppressions(whole.code)))
+            if fix_error is not None:
+                errors.append(fix_error)
     outcome = FileOutcome(
         request.path, True, tuple(checked.findings), tuple(errors), fixed_source, checked.open_suppressions
     )
@@ -129,12 +134,11 @@ def check_module(
 
 
 def _source_to_parse(request: CheckRequest, data: bytes, tree: ast.Module) -> bytes:
-    """Only the functions the per-file rules could flag, when nothing needs the whole file.
+    """Only the functions the per-file rules could flag, unless unused-ignore reports need every comment.
 
-    Unused-ignore reports read every comment and fixes rewrite the file: each
-    of those parses all of it.
+    A fix parses the whole file again, where the skeleton shows something to fix.
     """
-    if request.report_unused_ignores or request.fix is not None:
+    if request.report_unused_ignores:
         return data
     words = helper_words(request.helpers)
     groups = [with_words(rule_groups(rule, request.contract), words) for rule in request.rules]
