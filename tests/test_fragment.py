@@ -130,3 +130,32 @@ def _kv301_findings(root: Path, fix: Applicability | None) -> list:
 def test_project_rule_gives_the_same_findings_from_cut_files() -> None:
     assert _kv301_findings(EXAMPLES, None)
     assert _kv301_findings(EXAMPLES, None) == _kv301_findings(EXAMPLES, Applicability.UNSAFE)
+
+
+def test_a_fix_parses_the_whole_file_only_where_the_skeleton_shows_something_to_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import libcst as cst
+
+    parsed: list[bytes] = []
+    real_parse = cst.parse_module
+
+    def recording_parse(source: bytes) -> cst.Module:
+        parsed.append(source)
+        return real_parse(source)
+
+    monkeypatch.setattr(cst, "parse_module", recording_parse)
+    filler = "".join(f"def filler_{i}(a):\n    return a * {i}\n\n\n" for i in range(20))
+    marked = "def write(pool, fb):\n    pool.set_kv_buffer(layer, KVWriteLoc.for_batch(fb), k, v)\n\n\n"
+    bare = "def write(pool, fb):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n\n\n"
+    request = CheckRequest(path="m.py", rules=FILE_RULES, contract=Contract(), fix=Applicability.UNSAFE)
+
+    clean = (filler + marked).encode()
+    assert check_bytes(request, clean).outcome.fixed_source is None
+    assert len(parsed) == 1 and b"return a * 3" not in parsed[0]
+
+    parsed.clear()
+    flagged = (filler + bare).encode()
+    fixed = check_bytes(request, flagged).outcome.fixed_source
+    assert fixed is not None and b"return a * 3" in fixed and b"for_batch" in fixed
+    assert b"return a * 3" not in parsed[0] and parsed[1] == flagged
