@@ -8,10 +8,12 @@ editing; `kvlint.fix.imports`).
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+import dataclasses
+from typing import Sequence
 
 import libcst as cst
 
+from kvlint.analysis.walk import code_children
 from kvlint.api.rule import Replacement
 from kvlint.fix.imports import add_imports
 
@@ -20,20 +22,53 @@ class FixFailed(Exception):
     """A fix could not be applied (overlapping edits, a node that vanished)."""
 
 
-class _Swap(cst.CSTTransformer):
-    def __init__(self, replacements: Sequence[Replacement]) -> None:
-        self.by_target = {id(fix.target): fix for fix in replacements}
-        self.applied = 0
+def _swapped(module: cst.Module, replacements: Sequence[Replacement]) -> cst.Module:
+    """`module` with each target swapped for its new node, rebuilding only the targets' ancestors.
 
-    # LibCST types on_leave with a per-node TypeVar; a swap returns a node of another type by design.
-    def on_leave(  # type: ignore[override]
-        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
-    ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNode]]:
-        fix = self.by_target.get(id(original_node))
-        if fix is None or fix.target is not original_node:
-            return updated_node
-        self.applied += 1
-        return fix.new
+    A transformer would rebuild every node of the module, most of a second for
+    a backend; the targets' ancestors are a few dozen nodes.
+    """
+    new_of: dict[int, cst.CSTNode] = {id(fix.target): fix.new for fix in replacements}
+    parent_of: dict[int, cst.CSTNode] = {}
+    reached: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        if id(node) in new_of:
+            # Not descended: a target inside another target is not reached.
+            reached.append(node)
+            continue
+        for child in code_children(node):
+            parent_of[id(child)] = node
+            stack.append(child)
+    if len(reached) != len(new_of):
+        raise FixFailed(f"{len(new_of) - len(reached)} fix target(s) overlap another fix")
+    depth_of: dict[int, tuple[int, cst.CSTNode]] = {}
+    for target in reached:
+        chain = []
+        node = target
+        while id(node) in parent_of:
+            node = parent_of[id(node)]
+            chain.append(node)
+        for depth, ancestor in enumerate(reversed(chain)):
+            depth_of[id(ancestor)] = (depth, ancestor)
+    # Deepest first: each ancestor is rebuilt after every changed node below it.
+    for _depth, ancestor in sorted(depth_of.values(), key=lambda entry: -entry[0]):
+        new_of[id(ancestor)] = _with_children_swapped(ancestor, new_of)
+    swapped = new_of[id(module)]
+    assert isinstance(swapped, cst.Module)
+    return swapped
+
+
+def _with_children_swapped(node: cst.CSTNode, new_of: dict[int, cst.CSTNode]) -> cst.CSTNode:
+    changes: dict[str, object] = {}
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        if isinstance(value, cst.CSTNode) and id(value) in new_of:
+            changes[field.name] = new_of[id(value)]
+        elif isinstance(value, (tuple, list)) and any(id(item) in new_of for item in value):
+            changes[field.name] = type(value)(new_of.get(id(item), item) for item in value)
+    return node.with_changes(**changes)
 
 
 def apply_replacements(module: cst.Module, replacements: Sequence[Replacement], filename: str = "") -> cst.Module:
@@ -44,8 +79,5 @@ def apply_replacements(module: cst.Module, replacements: Sequence[Replacement], 
     """
     if not replacements:
         return module
-    swap = _Swap(replacements)
-    updated = module.visit(swap)
-    if swap.applied != len(swap.by_target):
-        raise FixFailed(f"{len(swap.by_target) - swap.applied} fix target(s) overlap another fix")
+    updated = _swapped(module, replacements)
     return add_imports(updated, [(module_name, name) for fix in replacements for module_name, name in fix.imports], filename)
