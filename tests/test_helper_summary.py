@@ -10,10 +10,12 @@ from kvlint.api.contract import Contract
 
 # A parameter handed to a write door under each kind of node a walk must enter (with, a
 # comprehension, an f-string's format spec, a dict with `**`, after a `global`, a match guard),
-# and under the two it must not (a lambda, a nested function: their own summaries).
+# and under the two it must not (a lambda, a nested function: their own summaries); a
+# function-level import.
 DOORS_EVERYWHERE = """\
 def store(pool, layer, a, b, c, d, e, f, g):
     global COUNT
+    from eng.helpers import helper
     with open(path) as handle:
         pool.set_kv_buffer(layer, a, handle, 2)
         pool.set_kv_buffer(layer, e, handle, 2)
@@ -38,7 +40,8 @@ def test_the_walk_reaches_a_door_call_under_every_kind_of_node_but_nested_functi
     summary = summarize(ast.parse(DOORS_EVERYWHERE), "m", False, Contract())
     store = summary.functions["store"]
     assert {use.param for use in store.uses if use.door} == {"a", "b", "c", "d", "e"}
-    assert [(ret.kind, ret.line) for ret in store.returns] == [("call", 19), ("other", 13), ("paged", 12)]
+    assert [(ret.kind, ret.line) for ret in store.returns] == [("call", 20), ("other", 14), ("paged", 13)]
+    assert summary.imports["helper"] == "eng.helpers.helper"
 
 
 def _reference_order(function: ast.FunctionDef) -> Iterator[ast.AST]:

@@ -30,6 +30,12 @@ CROSS_ATTENTION_FLAG = "is_cross_attention"
 ENCODER_LOC = "encoder_out_cache_loc"
 
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+# The node types the walk reads besides names and attributes (the rest it only enters).
+_READ = frozenset({
+    ast.Call, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Return, ast.Assign,
+    ast.AnnAssign, ast.NamedExpr, ast.AugAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith,
+    ast.Import, ast.ImportFrom,
+})
 _Answer = TypeVar("_Answer")
 
 
@@ -108,9 +114,10 @@ class _FunctionReader:
 
     def _walk(self, root: _Function) -> None:
         # Depth first in `ast.iter_child_nodes` order (the order of `returns`, `calls` and each
-        # name's values is what the summary keeps), the commonest nodes first, field values
-        # stacked as they are and the ones without children dropped when popped
-        # (`kvlint.analysis._ast_children`): the generic generators cost most of the summaries.
+        # name's values is what the summary keeps), the commonest nodes first, the few types read
+        # found by one set lookup, and field values stacked as they are, those without children
+        # entering nothing (`kvlint.analysis._ast_children`): the generic generators cost most
+        # of the summaries.
         stack: list[object] = list(root.body)
         loads = self.loads
         fields_of = CHILD_FIELDS.get
@@ -124,29 +131,27 @@ class _FunctionReader:
                 stack.append(node.value)
                 continue
             kind = type(node)
+            if kind in _READ:
+                if isinstance(node, ast.Call):
+                    self.calls.append(node)
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                    continue
+                elif isinstance(node, ast.Return):
+                    self.returns.append(node)
+                elif isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        self._bind(target, node.value)
+                elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)):
+                    if node.value is not None:
+                        self._bind(node.target, node.value)
+                elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+                    for bound in bound_names(node):
+                        self.assigned.setdefault(bound, []).append(ast.Constant(None))
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    # A function-level import may bring in the helper the function calls.
+                    self.imports.append(node)
             fields = fields_of(kind)
-            if fields is None:
-                fields = child_fields(kind)
-            if not fields:
-                continue
-            if isinstance(node, ast.Call):
-                self.calls.append(node)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                continue
-            elif isinstance(node, ast.Return):
-                self.returns.append(node)
-            elif isinstance(node, ast.Assign):
-                for target in node.targets:
-                    self._bind(target, node.value)
-            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
-                self._bind(node.target, node.value)
-            elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
-                for bound in bound_names(node):
-                    self.assigned.setdefault(bound, []).append(ast.Constant(None))
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                # A function-level import may bring in the helper the function calls.
-                self.imports.append(node)
-            for field in fields:
+            for field in fields if fields is not None else child_fields(kind):
                 value = getattr(node, field)
                 if type(value) is list:
                     stack.extend(value)
