@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from kvlint.running.prefilter import encode_groups, passes
@@ -54,6 +56,8 @@ def test_invalid_example_is_flagged_and_fixed(rule: type[Rule], example) -> None
 def test_prefilter_keeps_every_invalid_example(rule: type[Rule], example) -> None:
     contract = Contract().with_overrides(example.contract)
     assert passes(example.code.encode(), encode_groups(rule.trigger_groups(contract)))
+    # No helper facts: an example flags what it holds itself.
+    assert rule.may_flag(ast.parse(example.code), contract, frozenset())
 
 
 PROJECT_RULES = [rule for rule in all_rules() if issubclass(rule, ProjectRule)]

@@ -133,6 +133,16 @@ class Rule:
         """
         raise NotImplementedError
 
+    @classmethod
+    def may_flag(cls, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
+        """Whether CPython's tree of a file that passed the trigger words could hold a finding.
+
+        LibCST parses a file only for the rules that answer yes. `helper_names`:
+        the helpers with a fact the file calls or defines. A rule that can flag
+        code this says no to is a bug: a test runs every INVALID example through it.
+        """
+        return True
+
     def check(self, ctx: FileContext) -> None:
         raise NotImplementedError
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence
 
 import libcst as cst
@@ -41,6 +41,7 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     if isinstance(tree, Unparsable):
         return _syntax_error(request.path, tree.line, tree.column, tree.message)
     facts, errors = _project_facts(request, data, tree)
+    request = _rules_that_may_flag(request, tree)
     if not request.rules:
         # Nothing reads LibCST's tree: project rules read CPython's.
         text = source_text(data) if request.report_unused_ignores else None
@@ -71,6 +72,13 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
         request.path, True, tuple(checked.findings), tuple(errors), fixed_source, checked.open_suppressions
     )
     return CheckResult(outcome, facts)
+
+
+def _rules_that_may_flag(request: CheckRequest, tree: ast.Module) -> CheckRequest:
+    """`request` without the rules CPython's tree shows cannot flag the file."""
+    names = frozenset(word.decode() for word in helper_words(request.helpers))
+    rules = tuple(rule for rule in request.rules if rule.may_flag(tree, request.contract, names))
+    return request if rules == request.rules else replace(request, rules=rules)
 
 
 def _libcst_module(path: str, parsed: bytes) -> cst.Module | Finding:

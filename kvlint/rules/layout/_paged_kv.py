@@ -75,6 +75,7 @@ _HELPER_LAYOUTS: dict[str, Layout] = {
     "paged_row_view": (PAGES, IN_PAGE, ROW),
     "paged_kv_view": (PAGES, IN_PAGE, ROW, ROW),
 }
+HELPER_LAYOUT_NAMES = frozenset(_HELPER_LAYOUTS)
 
 
 class PagedKV:

@@ -8,6 +8,7 @@ import libcst as cst
 
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Rule
+from kvlint.rules.layout._candidates import MayHoldLayoutFinding
 from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
 from kvlint.rules.layout._view_shape import REGROUP_WORDS, is_head_regroup
 from kvlint.analysis.index import module_index
@@ -15,7 +16,7 @@ from kvlint.analysis.walk import code_children
 from kvlint.api.types import Invalid, Severity, Valid
 
 
-class HeadRegroupView(Rule):
+class HeadRegroupView(MayHoldLayoutFinding, Rule):
     """A `.view` that regroups heads into pseudo-pages cannot be expressed on a token-major view.
 
     ## What it does

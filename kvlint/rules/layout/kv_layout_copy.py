@@ -10,6 +10,7 @@ from kvlint.api.contract import Contract
 from kvlint.analysis.dataflow import function_flow
 from kvlint.analysis.index import CallSite
 from kvlint.api.rule import FileContext, Rule
+from kvlint.rules.layout._candidates import MayHoldLayoutFinding
 from kvlint.rules.layout._paged_kv import (
     IN_PAGE,
     PAGES,
@@ -37,7 +38,7 @@ _TORCH_FUNCTIONS = ("reshape", "flatten")
 _COPY_WORDS = (".reshape(", ".contiguous(", ".flatten(")
 
 
-class KvLayoutCopy(Rule):
+class KvLayoutCopy(MayHoldLayoutFinding, Rule):
     """`.reshape`/`.contiguous()`/`.flatten` on paged KV packs a copy and drops the entry stride.
 
     ## What it does

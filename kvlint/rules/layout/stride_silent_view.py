@@ -9,6 +9,7 @@ import libcst as cst
 
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
+from kvlint.rules.layout._candidates import MayHoldLayoutFinding
 from kvlint.rules.layout._paged_kv import SLOTS, paged_kv, paged_kv_trigger
 from kvlint.rules.layout._view_shape import PAGE_SIZE_WORDS, is_page_split
 from kvlint.rules.layout._kept import helper_origin
@@ -20,7 +21,7 @@ from kvlint.api.types import Applicability, Invalid, Severity, Valid
 _RUNTIME_SHIM = {"paged-helpers-module": "runtime_shim.paged"}
 
 
-class StrideSilentView(Rule):
+class StrideSilentView(MayHoldLayoutFinding, Rule):
     """`.view(-1, page_size, ...)` on paged KV is stride-silent, and wrong at page size 1.
 
     ## What it does

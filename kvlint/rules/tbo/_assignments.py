@@ -26,7 +26,7 @@ from kvlint.rules.tbo._calls import batch_call
 from kvlint.rules.tbo._facts import Assignment, Call, FunctionFact, FunctionKey
 from kvlint.rules.tbo._names import is_none, string_value, trailing_name
 from kvlint.rules.tbo._source import SourceText
-from kvlint.rules.tbo._walk import SCOPES, own_nodes
+from kvlint.analysis.ast_walk import SCOPES, own_nodes
 
 SNIPPET_WIDTH = 60
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)

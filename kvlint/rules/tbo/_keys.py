@@ -15,7 +15,7 @@ from typing import Optional, Union
 from kvlint.rules.tbo._facts import BuilderFact
 from kvlint.rules.tbo._names import string_value, trailing_name
 from kvlint.rules.tbo._source import SourceText
-from kvlint.rules.tbo._walk import own_nodes
+from kvlint.analysis.ast_walk import own_nodes
 
 Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)

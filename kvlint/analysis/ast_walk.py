@@ -1,9 +1,12 @@
-"""A quick walk over CPython's tree for KV301's scan of many files.
+"""A quick walk over CPython's tree, in source order, for rules that read it.
 
-KV301 reads every file that names the batch class (hundreds in SGLang), so it
-reads CPython's tree, which the checker already has for its pre-parse, and
-walks it without `ast.walk`'s generic generators: children come from each
-node type's code fields, looked up once per type.
+KV301 reads every file that names the batch class (hundreds in SGLang), and
+the layout rules test every file they might flag before LibCST parses it
+(`kvlint.rules.layout._candidates`), so both read CPython's tree, which the
+checker already has for its pre-parse, and walk it without `ast.walk`'s
+generic generators: children come from each node type's code fields, looked
+up once per type. (The project index has its own walk, pruned to what its
+summaries read: `kvlint.analysis._ast_children`.)
 """
 
 from __future__ import annotations
