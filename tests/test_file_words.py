@@ -19,8 +19,11 @@ SOURCES = {
 }
 
 
+SEEDS = (b"out_cache_loc", b"k_buffer")
+
+
 def index(sources: dict[str, bytes], cache: ResultCache | None = None) -> WordIndex:
-    return WordIndex(sources, cache, {path: digest(data) for path, data in sources.items()})
+    return WordIndex(sources, cache, {path: digest(data) for path, data in sources.items()}, SEEDS)
 
 
 def test_a_call_is_the_name_or_a_method_of_it_never_a_longer_name() -> None:
@@ -42,11 +45,35 @@ def test_one_edited_file_is_the_only_one_read_again(tmp_path: Path, monkeypatch:
     index(SOURCES, cache).calling({"first"})
     read: list[bytes] = []
 
-    def counting(data: bytes) -> FileWords:
+    def counting(data: bytes, seeds: tuple[bytes, ...]) -> FileWords:
         read.append(data)
-        return read_words(data)
+        return read_words(data, seeds)
 
     monkeypatch.setattr(kvlint.running.file_words, "read_words", counting)
     edited = {**SOURCES, "longer.py": b"loc = first(fb)\n"}
     assert index(edited, cache).calling({"first"}) == ["plain.py", "method.py", "longer.py", "defines.py"]
     assert read == [b"loc = first(fb)\n"]
+
+
+def test_a_seed_word_counts_anywhere_in_the_bytes_and_is_read_once_per_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A seed inside a longer name or a comment seeds the file, as the index's first round always
+    # read it; a run after one edit searches that file's bytes alone.
+    sources = {
+        "plain.py": b"x = first(fb)\n",
+        "longer.py": b"k = self.mla_k_buffer[0]\n",
+        "comment.py": b"# uses fb.out_cache_loc\n",
+    }
+    cache = ResultCache(tmp_path, "key")
+    assert index(sources, cache).seeded() == ["longer.py", "comment.py"]
+    read: list[bytes] = []
+
+    def counting(data: bytes, seeds: tuple[bytes, ...]) -> FileWords:
+        read.append(data)
+        return read_words(data, seeds)
+
+    monkeypatch.setattr(kvlint.running.file_words, "read_words", counting)
+    edited = {**sources, "plain.py": b"x = first(fb.out_cache_loc)\n"}
+    assert index(edited, cache).seeded() == ["plain.py", "longer.py", "comment.py"]
+    assert read == [edited["plain.py"]]

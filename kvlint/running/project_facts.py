@@ -88,8 +88,8 @@ def _views(
     def cached(path: str) -> Optional[FileSummary]:
         return result_cache.summary(path, digests[path]) if result_cache is not None else None
 
-    seeds = seed_words(contract)
-    seeded = [path for path, data in sources.items() if any(word in data for word in seeds)]
+    words = WordIndex(sources, result_cache, digests, seed_words(contract))
+    seeded = words.seeded()
     # The first round reads every seeded file: those not cached are summarised at once, on every core.
     unread = [path for path in seeded if cached(path) is None]
     fresh = dict(zip(unread, map_in_workers(_summarize, [(path, sources[path], contract) for path in unread], jobs)))
@@ -107,7 +107,6 @@ def _views(
         return summary
 
     index = ProjectIndex(sources, load)
-    words = WordIndex(sources, result_cache, digests)
     names, layout_names = _helper_names(index, words, seeded)
     index.names = names | layout_names
     views = {}
