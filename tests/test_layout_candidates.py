@@ -76,3 +76,15 @@ def test_a_file_no_layout_rule_may_flag_is_not_parsed_with_libcst(monkeypatch: p
     assert parsed == []
     check_bytes(request, TOGETHER.encode())
     assert len(parsed) == 1
+
+
+def test_a_rule_whose_test_crashes_still_checks_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash(*args: object) -> bool:
+        raise RuntimeError("bug in may_flag")
+
+    rule = LAYOUT_RULES[0]
+    monkeypatch.setattr(rule, "may_flag", classmethod(crash))
+    request = CheckRequest(path="m.py", rules=(rule,), contract=Contract())
+    outcome = check_bytes(request, TOGETHER.encode()).outcome
+    assert not outcome.errors
+    assert [finding.code for finding in outcome.findings] == [rule.code]

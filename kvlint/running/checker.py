@@ -19,6 +19,7 @@ from kvlint.running.fragment import skeleton
 from kvlint.running.preparse import Unparsable, python_tree, source_text, too_large
 from kvlint.running.plan import CheckRequest, helper_words, rule_groups, whole_file_groups, with_words
 from kvlint.running.prefilter import passes
+from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Replacement, Rule, SourceFile, Violation
 from kvlint.running.decide import Candidate, FileDecisions, fingerprint
 from kvlint.running.suppression import parse_suppressions
@@ -77,8 +78,15 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
 def _rules_that_may_flag(request: CheckRequest, tree: ast.Module) -> CheckRequest:
     """`request` without the rules CPython's tree shows cannot flag the file."""
     names = frozenset(word.decode() for word in helper_words(request.helpers))
-    rules = tuple(rule for rule in request.rules if rule.may_flag(tree, request.contract, names))
+    rules = tuple(rule for rule in request.rules if _may_flag(rule, tree, request.contract, names))
     return request if rules == request.rules else replace(request, rules=rules)
+
+
+def _may_flag(rule: type[Rule], tree: ast.Module, contract: Contract, names: frozenset[str]) -> bool:
+    try:
+        return rule.may_flag(tree, contract, names)
+    except Exception:  # noqa: BLE001 - a crash here keeps the rule: its check then runs, isolated
+        return True
 
 
 def _libcst_module(path: str, parsed: bytes) -> cst.Module | Finding:
