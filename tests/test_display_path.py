@@ -1,0 +1,28 @@
+"""A file is shown relative to the working directory, as `Path.relative_to` would show it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvlint.running.discovery import display_path
+
+
+@pytest.mark.parametrize(
+    ("path", "cwd"),
+    [
+        ("/a/b/c.py", "/a"),
+        ("/a/b/c.py", "/a/b/c.py"),
+        ("/a/bc/c.py", "/a/b"),
+        ("/x.py", "/"),
+        ("/elsewhere/x.py", "/a"),
+        ("rel/x.py", "/a"),
+    ],
+)
+def test_shown_as_relative_to_shows_it(path: str, cwd: str) -> None:
+    try:
+        expected = Path(path).relative_to(Path(cwd)).as_posix()
+    except ValueError:
+        expected = Path(path).as_posix()
+    assert display_path(Path(path), Path(cwd)) == expected
