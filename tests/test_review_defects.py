@@ -105,6 +105,9 @@ def test_a_file_libcst_cannot_parse_is_not_compiled_again(monkeypatch: pytest.Mo
     compiled: list[object] = []
     monkeypatch.setattr(kvlint.running.checker.cst, "parse_module", refuse)
     monkeypatch.setattr(kvlint.running.checker, "compile", lambda *args, **kwargs: compiled.append(args), raising=False)
-    (finding,) = run_source("x = 1\n", []).findings
+    from kvlint.rules.write_loc.bare_write_loc import BareWriteLoc
+
+    # A rule to run: a file no rule may flag is not parsed with LibCST at all.
+    (finding,) = run_source("x = 1\n", [BareWriteLoc]).findings
     assert finding.code == "KV000" and "LibCST's limit" in finding.message
     assert compiled == []

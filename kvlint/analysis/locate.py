@@ -71,16 +71,6 @@ def locate(module: cst.Module, nodes: list[cst.CSTNode], tree: ast.Module) -> di
     return located
 
 
-def top_level_lines(module: cst.Module, tree: ast.Module) -> list[int]:
-    """The line each statement of `module.body` starts on, its leading comment and blank lines included."""
-    lines = []
-    ordinal = 0
-    for statement in module.body:
-        lines.append(_first_line(module, statement, tree.body[ordinal]))
-        ordinal += _ast_count(statement)
-    return lines
-
-
 def _paths(module: cst.Module, nodes: list[cst.CSTNode]) -> dict[int, list[cst.CSTNode]]:
     """Per flagged node (by id): the nodes from its top-level statement down to it."""
     wanted = {id(node) for node in nodes}
