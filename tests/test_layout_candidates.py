@@ -31,7 +31,7 @@ def paged(pool, layer, page_size):
 
 
 def _may_hold(source: str, helpers: frozenset[str] = frozenset(), contract: Contract = Contract()) -> bool:
-    return may_hold_layout_finding(ast.parse(source), contract, helpers)
+    return may_hold_layout_finding(source.encode(), ast.parse(source), contract, helpers)
 
 
 def test_a_call_and_a_start_count_only_in_the_same_function() -> None:

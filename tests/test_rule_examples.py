@@ -57,7 +57,7 @@ def test_prefilter_keeps_every_invalid_example(rule: type[Rule], example) -> Non
     contract = Contract().with_overrides(example.contract)
     assert passes(example.code.encode(), encode_groups(rule.trigger_groups(contract)))
     # No helper facts: an example flags what it holds itself.
-    assert rule.may_flag(ast.parse(example.code), contract, frozenset())
+    assert rule.may_flag(example.code.encode(), ast.parse(example.code), contract, frozenset())
 
 
 PROJECT_RULES = [rule for rule in all_rules() if issubclass(rule, ProjectRule)]

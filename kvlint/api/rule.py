@@ -134,8 +134,8 @@ class Rule:
         raise NotImplementedError
 
     @classmethod
-    def may_flag(cls, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
-        """Whether CPython's tree of a file that passed the trigger words could hold a finding.
+    def may_flag(cls, data: bytes, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
+        """Whether a file that passed the trigger words (its bytes, CPython's tree) could hold a finding.
 
         LibCST parses a file only for the rules that answer yes. `helper_names`:
         the helpers with a fact the file calls or defines. A rule that can flag

@@ -42,7 +42,7 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     if isinstance(tree, Unparsable):
         return _syntax_error(request.path, tree.line, tree.column, tree.message)
     facts, errors = _project_facts(request, data, tree)
-    request = _rules_that_may_flag(request, tree)
+    request = _rules_that_may_flag(request, data, tree)
     if not request.rules:
         # Nothing reads LibCST's tree: project rules read CPython's.
         text = source_text(data) if request.report_unused_ignores else None
@@ -75,16 +75,16 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     return CheckResult(outcome, facts)
 
 
-def _rules_that_may_flag(request: CheckRequest, tree: ast.Module) -> CheckRequest:
+def _rules_that_may_flag(request: CheckRequest, data: bytes, tree: ast.Module) -> CheckRequest:
     """`request` without the rules CPython's tree shows cannot flag the file."""
     names = frozenset(word.decode() for word in helper_words(request.helpers))
-    rules = tuple(rule for rule in request.rules if _may_flag(rule, tree, request.contract, names))
+    rules = tuple(rule for rule in request.rules if _may_flag(rule, data, tree, request.contract, names))
     return request if rules == request.rules else replace(request, rules=rules)
 
 
-def _may_flag(rule: type[Rule], tree: ast.Module, contract: Contract, names: frozenset[str]) -> bool:
+def _may_flag(rule: type[Rule], data: bytes, tree: ast.Module, contract: Contract, names: frozenset[str]) -> bool:
     try:
-        return rule.may_flag(tree, contract, names)
+        return rule.may_flag(data, tree, contract, names)
     except Exception:  # noqa: BLE001 - a crash here keeps the rule: its check then runs, isolated
         return True
 

@@ -17,8 +17,8 @@ import ast
 from typing import Iterator
 
 from kvlint.analysis.ast_walk import children
-from kvlint.api.contract import Contract
-from kvlint.rules.layout._paged_kv import HELPER_LAYOUT_NAMES
+from kvlint.api.contract import DEFAULT_KV_NAME_FALLBACK, Contract
+from kvlint.rules.layout._paged_kv import FALLBACK_NAME_WORDS, HELPER_LAYOUT_NAMES
 
 CANDIDATE_CALLS = frozenset({"view", "reshape", "contiguous", "flatten"})
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -28,16 +28,31 @@ class MayHoldLayoutFinding:
     """Mixed into each layout rule: its `Rule.may_flag` is `may_hold_layout_finding`."""
 
     @classmethod
-    def may_flag(cls, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
-        return may_hold_layout_finding(tree, contract, helper_names)
+    def may_flag(cls, data: bytes, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
+        return may_hold_layout_finding(data, tree, contract, helper_names)
 
 
-def may_hold_layout_finding(tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
-    accessors = frozenset(contract.buffer_accessors)
-    candidates = CANDIDATE_CALLS | helper_names
-    starts = accessors | frozenset(contract.paged_helpers) | HELPER_LAYOUT_NAMES | helper_names
-    kv_name = contract.kv_name_pattern
-    for unit in _units(tree.body):
+# The three layout rules ask about the same file in a row: (tree, contract, helper names, answer).
+_last_answer: list[tuple[ast.Module, Contract, frozenset[str], bool]] = []
+
+
+def may_hold_layout_finding(data: bytes, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
+    if _last_answer and _last_answer[0][0] is tree and _last_answer[0][1] is contract and _last_answer[0][2] == helper_names:
+        return _last_answer[0][3]
+    answer = any(_Unit(contract, helper_names).holds(unit) for unit in _units(data, tree.body, contract, helper_names))
+    _last_answer[:] = [(tree, contract, helper_names, answer)]
+    return answer
+
+
+class _Unit:
+    def __init__(self, contract: Contract, helper_names: frozenset[str]) -> None:
+        self.accessors = frozenset(contract.buffer_accessors)
+        self.candidates = CANDIDATE_CALLS | helper_names
+        self.starts = self.accessors | frozenset(contract.paged_helpers) | HELPER_LAYOUT_NAMES | helper_names
+        self.kv_name = contract.kv_name_pattern
+
+    def holds(self, unit: list[ast.AST]) -> bool:
+        """Whether the unit holds both a candidate call and a start of paged KV."""
         called = has_start = False
         stack: list[ast.AST] = list(unit)
         while stack and not (called and has_start):
@@ -45,31 +60,45 @@ def may_hold_layout_finding(tree: ast.Module, contract: Contract, helper_names: 
             if isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-                called = called or name in candidates
-                has_start = has_start or name in starts
+                called = called or name in self.candidates
+                has_start = has_start or name in self.starts
             elif isinstance(node, ast.Attribute):
-                has_start = has_start or node.attr in accessors
+                has_start = has_start or node.attr in self.accessors
             elif isinstance(node, ast.Name):
-                has_start = has_start or node.id in accessors
+                has_start = has_start or node.id in self.accessors
             elif isinstance(node, ast.arg):
-                has_start = has_start or kv_name.match(node.arg) is not None
+                has_start = has_start or self.kv_name.match(node.arg) is not None
             stack.extend(children(node))
-        if called and has_start:
-            return True
-    return False
+        return called and has_start
 
 
-def _units(body: list[ast.stmt]) -> Iterator[list[ast.AST]]:
-    """Each outermost function (its nested ones included), then the module- and class-level code."""
+def _units(data: bytes, body: list[ast.stmt], contract: Contract, helper_names: frozenset[str]) -> Iterator[list[ast.AST]]:
+    """Each outermost function (its nested ones included) whose text names a candidate call and a
+    start (words cost far less than a walk), then the module- and class-level code."""
+    lines = data.splitlines(keepends=True)
+    call_words = _encoded(CANDIDATE_CALLS | helper_names)
+    start_words = _encoded(
+        {*contract.buffer_accessors, *contract.paged_helpers, *HELPER_LAYOUT_NAMES, *helper_names}
+        | (set(FALLBACK_NAME_WORDS) if contract.kv_name_fallback == DEFAULT_KV_NAME_FALLBACK else set())
+    )
+    # A custom kv-name pattern promises no word: a parameter it matches is found by the walk alone.
+    words_tell = contract.kv_name_fallback == DEFAULT_KV_NAME_FALLBACK
     rest: list[ast.AST] = []
     classes = list(body)
     while classes:
         statement = classes.pop()
         if isinstance(statement, _DEFINITIONS):
-            yield [statement]
+            first = min([statement.lineno, *(decorator.lineno for decorator in statement.decorator_list)])
+            text = b"".join(lines[first - 1 : statement.end_lineno])
+            if not words_tell or (any(word in text for word in call_words) and any(word in text for word in start_words)):
+                yield [statement]
         elif isinstance(statement, ast.ClassDef):
             rest.extend((*statement.decorator_list, *statement.bases, *statement.keywords))
             classes.extend(statement.body)
         else:
             rest.append(statement)
     yield rest
+
+
+def _encoded(words: set[str] | frozenset[str]) -> tuple[bytes, ...]:
+    return tuple(word.encode() for word in words)
