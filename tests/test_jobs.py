@@ -15,7 +15,9 @@ import pytest
 import kvlint.running.checker
 import kvlint.running.workers
 from kvlint.api.config import load_config
+from kvlint.api.contract import Contract
 from kvlint.running.engine import RunOptions, RunResult, run
+from kvlint.running.plan import CheckRequest
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
 # The memory pools and the batch: hazards of every rule family, small enough to check twice in a test.
@@ -115,3 +117,19 @@ def test_a_dying_worker_loses_only_its_file(many_files: Path, monkeypatch: pytes
 
 def test_default_jobs_is_the_cores_this_process_may_use() -> None:
     assert kvlint.running.workers.default_jobs() == len(os.sched_getaffinity(0))
+
+
+def test_a_file_is_checked_with_the_collector_paused_and_handed_back_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    seen: list[bool] = []
+    real_check = kvlint.running.checker.check_bytes
+
+    def recording(request: Any, data: bytes) -> Any:
+        seen.append(gc.isenabled())
+        return real_check(request, data)
+
+    monkeypatch.setattr(kvlint.running.checker, "check_bytes", recording)
+    request = CheckRequest(path="m.py", rules=(), contract=Contract())
+    kvlint.running.workers.check_guarded(request, b"x = 1\n")
+    assert seen == [False] and gc.isenabled()

@@ -31,6 +31,7 @@ from kvlint.api.config import Config, load_config
 from kvlint.api.contract import Contract
 from kvlint.api.helpers import HelperFacts
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError
+from kvlint.running.collector import collector_paused
 from kvlint.running.decide import FileDecisions
 from kvlint.running.discovery import discover, display_path
 from kvlint.running.fix_edits import FindingFix, FindingKey, file_fixes
@@ -180,7 +181,9 @@ class Workspace:
         # The checker loads LibCST and the rules: a workspace checks files, so it always needs them.
         from kvlint.running.checker import check_bytes
 
-        result = check_bytes(request, data)
+        # As in `workers.check_guarded`; here the collector would also walk the server's whole heap.
+        with collector_paused():
+            result = check_bytes(request, data)
         outcome = result.outcome
         return FileCheck(request.path, list(outcome.findings), list(outcome.errors), result.facts)
 
