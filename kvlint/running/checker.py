@@ -16,7 +16,7 @@ import libcst as cst
 
 from kvlint.analysis.locate import Location, locate
 from kvlint.running.fragment import skeleton
-from kvlint.running.preparse import Unparsable, python_tree, source_text, too_large
+from kvlint.running.preparse import Unparsable, python_tree, source_text, too_deep, too_large
 from kvlint.running.plan import CheckRequest, helper_words, rule_groups, whole_file_groups, with_words
 from kvlint.running.prefilter import passes
 from kvlint.api.contract import Contract
@@ -48,6 +48,10 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
         text = source_text(data) if request.report_unused_ignores else None
         open_suppressions = FileDecisions.for_source(request.path, request.ignored_codes, text).open_suppressions()
         return CheckResult(FileOutcome(request.path, True, (), tuple(errors), None, open_suppressions), facts)
+    deep = too_deep(tree)
+    if deep is not None:
+        finding = _syntax_error_finding(request.path, deep.line, deep.column, deep.message)
+        return CheckResult(FileOutcome(request.path, False, (finding,), tuple(errors)), facts)
     parsed = _source_to_parse(request, data, tree)
     module = _libcst_module(request.path, parsed)
     if isinstance(module, Finding):

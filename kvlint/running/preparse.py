@@ -6,7 +6,7 @@ recursion limit a few hundred levels down, so a hostile or generated file
 must be refused before it reaches them. CPython's own parser guards its
 stack and is an order of magnitude cheaper than LibCST's, so it decides:
 what the interpreter cannot parse is a syntax error with the interpreter's
-own message, and a tree deeper than `MAX_NESTING` is refused.
+own message, and a tree deeper than `MAX_NESTING` is not handed to LibCST.
 """
 
 from __future__ import annotations
@@ -59,11 +59,20 @@ def python_tree(data: bytes, path: str) -> ast.Module | Unparsable:
         return Unparsable(1, 1, "too deeply nested to parse")
     except ValueError as exc:  # e.g. null bytes on older interpreters
         return Unparsable(1, 1, str(exc))
+    assert isinstance(tree, ast.Module)
+    return tree
+
+
+def too_deep(tree: ast.Module) -> Optional[Unparsable]:
+    """Why LibCST must not parse the file `tree` is CPython's tree of, or None when it may.
+
+    Asked only of a file LibCST will parse: kvlint's own walks of CPython's tree keep
+    no Python stack per level.
+    """
     depth, line = _deepest(tree)
     if depth > MAX_NESTING:
         return Unparsable(line, 1, f"nested {depth} levels deep, more than the {MAX_NESTING} kvlint parses")
-    assert isinstance(tree, ast.Module)
-    return tree
+    return None
 
 
 def source_text(data: bytes) -> str:
