@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cached_property
 
 from kvlint.rules.tbo._facts import Span
 
@@ -19,7 +20,11 @@ _SPACE = " \t\f\r\n\\"
 class SourceText:
     def __init__(self, text: str) -> None:
         self.text = text
-        self._starts = [0, *(match.end() for match in _LINE_BREAK.finditer(text))]
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        # Most files KV301 reads give no fact with a position: their lines are never counted.
+        return [0, *(match.end() for match in _LINE_BREAK.finditer(self.text))]
 
     def _offset(self, line: int, byte_column: int) -> int:
         start = self._starts[line - 1]
