@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from kvlint import __version__
+from kvlint.running.collector import collector_paused
 from kvlint.running.prefilter import Triggers
 from kvlint.api.types import FileOutcome, Finding
 
@@ -272,18 +273,13 @@ def _load(path: Path) -> _Contents:
     # Unpickling a tree's cache makes a few hundred thousand objects and no garbage; with the
     # collector on, every few hundred of them start a collection that walks those made so far
     # (0.4 s of a one-file run over sglang/srt, opening and saving the cache).
-    collecting = gc.isenabled()
-    gc.disable()
     try:
-        with open(path, "rb") as handle:
+        with collector_paused(), open(path, "rb") as handle:
             contents = pickle.load(handle)
     except FileNotFoundError:
         return _Contents()
     except Exception:  # noqa: BLE001 - any unreadable cache is an empty one
         return _Contents()
-    finally:
-        if collecting:
-            gc.enable()
     return contents if isinstance(contents, _Contents) else _Contents()
 
 

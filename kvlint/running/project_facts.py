@@ -17,11 +17,9 @@ calls changes its facts, the caller is checked again.
 from __future__ import annotations
 
 import ast
-import gc
 import hashlib
 import pickle
-from contextlib import contextmanager
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Optional
 
 from kvlint.analysis.helper_summary import summarize
 from kvlint.analysis.summaries import FileSummary
@@ -29,6 +27,7 @@ from kvlint.analysis.project_index import ProjectIndex, module_parts
 from kvlint.api.contract import PAGED_HELPERS, Contract
 from kvlint.api.helpers import HelperFacts
 from kvlint.running.cache import ResultCache, digest
+from kvlint.running.collector import collector_paused
 from kvlint.running.file_words import WordIndex
 from kvlint.running.workers import map_in_workers
 
@@ -71,7 +70,7 @@ def helper_views(
     known = result_cache.views(key) if result_cache is not None else None
     if known is not None:
         return known
-    with _collector_paused():
+    with collector_paused():
         views = _views(sources, contract, result_cache, digests, jobs)
     if result_cache is not None:
         result_cache.store_views(key, views)
@@ -193,24 +192,9 @@ def _layout_helper_names(index: ProjectIndex, words: WordIndex, returning: set[s
         found |= passing
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    # The index makes hundreds of thousands of objects (each file's `ast` tree, the summaries, the
-    # words) and no cycle: with the collector on, every few hundred of them start a collection
-    # walking those made so far, and now and then all the run holds. Paused, sglang/srt's cold
-    # index parses its 308 files in 1.6 s instead of 2.35 s.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
-
-
 def _summarize(path: str, data: bytes, contract: Contract) -> Optional[FileSummary]:
     # Paused here too: a worker started by `spawn` (macOS, Windows) has the collector on.
-    with _collector_paused():
+    with collector_paused():
         return _read_summary(path, data, contract)
 
 
