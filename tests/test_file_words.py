@@ -43,13 +43,7 @@ def test_a_name_beyond_ascii_words_is_looked_for_in_the_bytes() -> None:
 def test_one_edited_file_is_the_only_one_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = ResultCache(tmp_path, "key")
     index(SOURCES, cache).calling({"first"})
-    read: list[bytes] = []
-
-    def counting(data: bytes, seeds: tuple[bytes, ...]) -> FileWords:
-        read.append(data)
-        return read_words(data, seeds)
-
-    monkeypatch.setattr(kvlint.running.file_words, "read_words", counting)
+    read = _count_reads(monkeypatch)
     edited = {**SOURCES, "longer.py": b"loc = first(fb)\n"}
     assert index(edited, cache).calling({"first"}) == ["plain.py", "method.py", "longer.py", "defines.py"]
     assert read == [b"loc = first(fb)\n"]
@@ -67,6 +61,14 @@ def test_a_seed_word_counts_anywhere_in_the_bytes_and_is_read_once_per_content(
     }
     cache = ResultCache(tmp_path, "key")
     assert index(sources, cache).seeded() == ["longer.py", "comment.py"]
+    read = _count_reads(monkeypatch)
+    edited = {**sources, "plain.py": b"x = first(fb.out_cache_loc)\n"}
+    assert index(edited, cache).seeded() == ["plain.py", "longer.py", "comment.py"]
+    assert read == [edited["plain.py"]]
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The bytes `read_words` reads from here on."""
     read: list[bytes] = []
 
     def counting(data: bytes, seeds: tuple[bytes, ...]) -> FileWords:
@@ -74,6 +76,4 @@ def test_a_seed_word_counts_anywhere_in_the_bytes_and_is_read_once_per_content(
         return read_words(data, seeds)
 
     monkeypatch.setattr(kvlint.running.file_words, "read_words", counting)
-    edited = {**sources, "plain.py": b"x = first(fb.out_cache_loc)\n"}
-    assert index(edited, cache).seeded() == ["plain.py", "longer.py", "comment.py"]
-    assert read == [edited["plain.py"]]
+    return read

@@ -12,9 +12,11 @@ summaries read: `kvlint.analysis._ast_children`.)
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import Iterator, Union
 
-SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+SCOPES = (*FUNCTIONS, ast.ClassDef, ast.Lambda)
 # Fields that never hold code KV301 reads.
 _NOT_CODE = frozenset({"ctx", "op", "ops", "type_comment", "type_ignores"})
 # Where `_fields` is not in source order: decorators stand above their definition, and a

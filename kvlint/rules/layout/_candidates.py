@@ -16,12 +16,11 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from kvlint.analysis.ast_walk import children
+from kvlint.analysis.ast_walk import FUNCTIONS, children
 from kvlint.api.contract import DEFAULT_KV_NAME_FALLBACK, Contract
 from kvlint.rules.layout._paged_kv import FALLBACK_NAME_WORDS, HELPER_LAYOUT_NAMES
 
 CANDIDATE_CALLS = frozenset({"view", "reshape", "contiguous", "flatten"})
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 class MayHoldLayoutFinding:
@@ -39,7 +38,8 @@ _last_answer: list[tuple[ast.Module, Contract, frozenset[str], bool]] = []
 def may_hold_layout_finding(data: bytes, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
     if _last_answer and _last_answer[0][0] is tree and _last_answer[0][1] is contract and _last_answer[0][2] == helper_names:
         return _last_answer[0][3]
-    answer = any(_Unit(contract, helper_names).holds(unit) for unit in _units(data, tree.body, contract, helper_names))
+    unit_test = _Unit(contract, helper_names)
+    answer = any(unit_test.holds(unit) for unit in _units(data, tree.body, contract, helper_names))
     _last_answer[:] = [(tree, contract, helper_names, answer)]
     return answer
 
@@ -87,7 +87,7 @@ def _units(data: bytes, body: list[ast.stmt], contract: Contract, helper_names: 
     classes = list(body)
     while classes:
         statement = classes.pop()
-        if isinstance(statement, _DEFINITIONS):
+        if isinstance(statement, FUNCTIONS):
             first = min([statement.lineno, *(decorator.lineno for decorator in statement.decorator_list)])
             text = b"".join(lines[first - 1 : statement.end_lineno])
             if not words_tell or (any(word in text for word in call_words) and any(word in text for word in start_words)):

@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Optional, Union
+from typing import Optional
 
 from kvlint.api.rule import one_line_code
 from kvlint.rules.tbo._calls import batch_call
 from kvlint.rules.tbo._facts import Assignment, Call, FunctionFact, FunctionKey
 from kvlint.rules.tbo._names import is_none, string_value, trailing_name
 from kvlint.rules.tbo._source import SourceText
-from kvlint.analysis.ast_walk import SCOPES, own_nodes
+from kvlint.analysis.ast_walk import FUNCTIONS, SCOPES, Function, own_nodes
 
 SNIPPET_WIDTH = 60
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
 
 def scan_batch_code(
@@ -75,11 +73,11 @@ class _AssignmentFinder:
         if isinstance(scope, ast.ClassDef):
             klass, batches = scope.name, frozenset()
         in_batch_class = klass == self.batch_class
-        if isinstance(scope, _FUNCTIONS) and function is None and not in_batch_class and not self._names_batch_class(scope):
+        if isinstance(scope, FUNCTIONS) and function is None and not in_batch_class and not self._names_batch_class(scope):
             # Nothing in it is typed or built as a batch, so it neither writes one nor hands one on.
             return
         nodes = _header_and_definitions(scope) if isinstance(scope, ast.ClassDef) and cut else list(own_nodes(scope))
-        if isinstance(scope, _FUNCTIONS):
+        if isinstance(scope, FUNCTIONS):
             own = self._batch_names(scope, nodes, in_batch_class)
             if function is None:
                 function = (klass or "", scope.name)

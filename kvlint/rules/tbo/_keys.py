@@ -10,25 +10,23 @@ keywords of the returning call itself.
 from __future__ import annotations
 
 import ast
-from typing import Optional, Union
+from typing import Optional
 
 from kvlint.rules.tbo._facts import BuilderFact
 from kvlint.rules.tbo._names import string_value, trailing_name
 from kvlint.rules.tbo._source import SourceText
-from kvlint.analysis.ast_walk import own_nodes
+from kvlint.analysis.ast_walk import FUNCTIONS, Function, own_nodes
 
-Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def find_builders(tree: ast.Module, name: str) -> list[Function]:
     """Module-level functions and methods of module-level classes called `name`."""
     found: list[Function] = []
     for statement in tree.body:
-        if isinstance(statement, _FUNCTIONS) and statement.name == name:
+        if isinstance(statement, FUNCTIONS) and statement.name == name:
             found.append(statement)
         elif isinstance(statement, ast.ClassDef):
-            found.extend(item for item in statement.body if isinstance(item, _FUNCTIONS) and item.name == name)
+            found.extend(item for item in statement.body if isinstance(item, FUNCTIONS) and item.name == name)
     return found
 
 
