@@ -19,6 +19,7 @@ Then a scaling table: cold `kvlint check` on evenly spread samples of the tree.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -93,9 +94,14 @@ def measure(command: Command) -> None:
 
 def snapshot_kvlint(into: Path) -> dict[str, str]:
     """A frozen copy of kvlint to time: edits to the checkout during the bench change neither
-    the code measured nor the cache key (which includes kvlint's own sources)."""
+    the code measured nor the cache key (which includes kvlint's own sources).
+
+    Compiled to bytecode, as `pip install` leaves an installed package: where the environment
+    sets PYTHONDONTWRITEBYTECODE, every run would otherwise compile kvlint's modules again
+    (0.3-0.5 s of a pre-commit run on a 2-core machine)."""
     for package in ("kvlint",):
         shutil.copytree(BENCH.parent / package, into / package, ignore=shutil.ignore_patterns("__pycache__"))
+        compileall.compile_dir(into / package, quiet=1)
     return {"PYTHONPATH": str(into)}
 
 
