@@ -343,7 +343,34 @@ def test_the_index_summarised_in_worker_processes_gives_the_same_findings(tmp_pa
 
     monkeypatch.setattr(project_facts, "map_in_workers", counted)
     assert codes(check(tmp_path, monkeypatch, jobs=2)) == one
-    assert summarised == [13] and workers.MIN_FILES_FOR_WORKERS <= 13
+    # The first round reads the 13 seeded files; no later round reads another.
+    assert [count for count in summarised if count] == [13] and workers.MIN_FILES_FOR_WORKERS <= 13
+
+
+def test_the_files_a_later_round_reads_are_summarised_in_workers_ahead_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten files without a seed word name the seeded helper: the second round reads them, in workers."""
+    files = {"eng/c.py": "def third(fb):\n    loc = fb.out_cache_loc\n    return loc\n"}
+    for n in range(10):
+        files[f"eng/mid{n}.py"] = f"from eng.c import third\n\n\ndef second{n}(fb):\n    return third(fb)\n"
+        files[f"eng/use{n}.py"] = (
+            f"from eng.mid{n} import second{n}\n\n\n"
+            f"def w(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, second{n}(fb), k, v)\n"
+        )
+    write(tmp_path, files)
+    one = codes(check(tmp_path, monkeypatch, jobs=1))
+    assert len(one) == 10
+    summarised: list[set[str]] = []
+
+    def recorded(function: Any, arguments: list[Any], jobs: Any) -> list[Any]:
+        summarised.append({args[0] for args in arguments})
+        return workers.map_in_workers(function, arguments, jobs)
+
+    monkeypatch.setattr(project_facts, "map_in_workers", recorded)
+    assert codes(check(tmp_path, monkeypatch, jobs=2)) == one
+    middle = {f"eng/mid{n}.py" for n in range(10)}
+    assert middle in summarised and all(not (files & middle) for files in summarised if files != middle)
 
 
 def test_work_mapped_over_a_broken_pool_is_done_in_process(monkeypatch: pytest.MonkeyPatch) -> None:

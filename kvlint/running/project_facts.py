@@ -62,7 +62,7 @@ def helper_views(
     The names such a helper can have come first (`_helper_names`); only a file calling one
     of them gets a view, and only calls of them are resolved. A helper that pages or packs its
     parameter matters only where it is handed paged KV, which the summaries already read say.
-    `jobs`: worker processes for summarising the files the first round reads (None: every core).
+    `jobs`: worker processes for summarising the files each round reads (None: every core).
     """
     if digests is None:
         digests = {path: digest(data) for path, data in sources.items()} if result_cache is not None else {}
@@ -84,32 +84,17 @@ def _views(
     digests: dict[str, bytes],
     jobs: Optional[int],
 ) -> dict[str, HelperFacts]:
-    def cached(path: str) -> Optional[FileSummary]:
-        return result_cache.summary(path, digests[path]) if result_cache is not None else None
-
     words = WordIndex(sources, result_cache, digests, seed_words(contract))
     seeded = words.seeded()
-    # The first round reads every seeded file: those not cached are summarised at once, on every core.
-    unread = [path for path in seeded if cached(path) is None]
-    fresh = dict(zip(unread, map_in_workers(_summarize, [(path, sources[path], contract) for path in unread], jobs)))
-
-    def load(path: str) -> Optional[FileSummary]:
-        data = sources.get(path)
-        if data is None:
-            return None
-        known = cached(path)
-        if known is not None:
-            return known
-        summary = fresh.pop(path) if path in fresh else _summarize(path, data, contract)
-        if result_cache is not None and summary is not None:
-            result_cache.store_summary(path, digests[path], summary)
-        return summary
-
-    index = ProjectIndex(sources, load)
-    names, layout_names = _helper_names(index, words, seeded)
+    reader = _SummaryReader(sources, contract, result_cache, digests, jobs)
+    # The first round reads every seeded file.
+    reader.ahead(seeded)
+    index = ProjectIndex(sources, reader.summary)
+    names, layout_names = _helper_names(index, words, seeded, reader)
     index.names = names | layout_names
     views = {}
     callers = words.calling(names)
+    reader.ahead(callers)
     for path in callers:
         # Every caller read first: a helper's fix depends on what all of them do with its result.
         index.summary(path)
@@ -122,7 +107,55 @@ def _views(
     return views
 
 
-def _helper_names(index: ProjectIndex, words: WordIndex, seeded: list[str]) -> tuple[set[str], set[str]]:
+class _SummaryReader:
+    """Each file's summary for the index: from the result cache, else summarised here, or ahead
+    of a round in worker processes (the files a round reads are known before it reads them)."""
+
+    def __init__(
+        self,
+        sources: dict[str, bytes],
+        contract: Contract,
+        result_cache: Optional[ResultCache],
+        digests: dict[str, bytes],
+        jobs: Optional[int],
+    ) -> None:
+        self._sources = sources
+        self._contract = contract
+        self._cache = result_cache
+        self._digests = digests
+        self._jobs = jobs
+        self._ahead: dict[str, Optional[FileSummary]] = {}
+        self._given: set[str] = set()
+
+    def ahead(self, paths: Iterable[str]) -> None:
+        """Summarise at once, on every core, those of `paths` the index has not been given yet."""
+        unread = [
+            path for path in paths
+            if path in self._sources and path not in self._given and path not in self._ahead and self._cached(path) is None
+        ]
+        arguments = [(path, self._sources[path], self._contract) for path in unread]
+        self._ahead.update(zip(unread, map_in_workers(_summarize, arguments, self._jobs)))
+
+    def summary(self, path: str) -> Optional[FileSummary]:
+        data = self._sources.get(path)
+        if data is None:
+            return None
+        self._given.add(path)
+        known = self._cached(path)
+        if known is not None:
+            return known
+        summary = self._ahead.pop(path) if path in self._ahead else _summarize(path, data, self._contract)
+        if self._cache is not None and summary is not None:
+            self._cache.store_summary(path, self._digests[path], summary)
+        return summary
+
+    def _cached(self, path: str) -> Optional[FileSummary]:
+        return self._cache.summary(path, self._digests[path]) if self._cache is not None else None
+
+
+def _helper_names(
+    index: ProjectIndex, words: WordIndex, seeded: list[str], reader: _SummaryReader
+) -> tuple[set[str], set[str]]:
     """The names a function with a fact can have: those with a fact of their own (in files holding
     a seed word), then, round by round, those that return a call of a returning one or pass a
     parameter to a call of one at the position (or keyword) that reaches a door; and apart, the
@@ -143,7 +176,9 @@ def _helper_names(index: ProjectIndex, words: WordIndex, seeded: list[str]) -> t
             break
         found_returning: set[str] = set()
         found_slots: set[tuple[str, object]] = set()
-        for path in words.calling(called):
+        calling = words.calling(called)
+        reader.ahead(calling)
+        for path in calling:
             summary = index.summary(path)
             for function in summary.all_functions() if summary is not None else ():
                 if function.returns_call_of(new_returning):
@@ -152,10 +187,10 @@ def _helper_names(index: ProjectIndex, words: WordIndex, seeded: list[str]) -> t
         new_returning, new_slots = found_returning - returning, found_slots - slots
         returning |= found_returning
         slots |= found_slots
-    return returning | {name for name, _ in slots}, _layout_helper_names(index, words, returning)
+    return returning | {name for name, _ in slots}, _layout_helper_names(index, words, returning, reader)
 
 
-def _layout_helper_names(index: ProjectIndex, words: WordIndex, returning: set[str]) -> set[str]:
+def _layout_helper_names(index: ProjectIndex, words: WordIndex, returning: set[str], reader: _SummaryReader) -> set[str]:
     """The names of helpers given paged KV (a buffer accessor's, or a returning helper's result) that
     use it in a layout-sensitive call, themselves or down a chain of helpers they pass it on to.
 
@@ -171,7 +206,9 @@ def _layout_helper_names(index: ProjectIndex, words: WordIndex, returning: set[s
             break
         slots |= new
         given = set()
-        for path in words.defining({name for name, _slot in new}):
+        defining = words.defining({name for name, _slot in new})
+        reader.ahead(defining)
+        for path in defining:
             summary = index.summary(path)
             for function in summary.all_functions() if summary is not None else ():
                 params = {use.param for use in function.layout} | {use.param for use in function.uses}
