@@ -70,11 +70,17 @@ ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
     """The configured contract with its "auto" values learned from `sources`."""
-    return learn_asking(config, sources)[0]
+    return _learn(config, sources)[0]
 
 
 def learn_asking(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Asked]:
-    """The contract `learn_contract` learns, and what learning asked of each file to learn it."""
+    """The contract `learn_contract` learns, and what learning asked of each file to learn it
+    (what the contract cache keeps; a run without the cache does not digest it)."""
+    contract, scope, learned = _learn(config, sources)
+    return contract, scope.asked(learned.pinned)
+
+
+def _learn(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Scope, _Learned]:
     contract = configured_contract(config)
     learned = _Learned()
     scope = Scope(sources)
@@ -100,7 +106,7 @@ def learn_asking(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contrac
         if config.contract_value(key) == AUTO and key not in learned.values and not _pinned_elsewhere(config, key, learned)
     )
     learned_contract = replace(contract, **changes, missing=missing, sources=(*contract.sources, *found.items()))
-    return learned_contract, scope.asked(learned.pinned)
+    return learned_contract, scope, learned
 
 
 def _pinned_elsewhere(config: Config, key: str, learned: _Learned) -> bool:
