@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 
 from kvlint.cli import main
 from kvlint.api.config import Config, parse_config
+from kvlint.running import learn as learning
 from kvlint.running.learn import learn_contract, module_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "contracts"
@@ -137,3 +139,18 @@ def test_module_path_climbs_past_packages_without_init(tmp_path: Path) -> None:
     (tmp_path / "sglang" / "__init__.py").write_text("")
     (leaf / "memory_pool.py").write_text("")
     assert module_path(leaf / "memory_pool.py") == "sglang.srt.mem_cache.memory_pool"
+
+
+@pytest.mark.parametrize("learn", ["learn_contract", "learn_asking"])
+def test_learning_runs_with_the_collector_paused_and_hands_it_back_on(learn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Learning parses many methods and makes no cycles; the check after it makes LibCST's trees, which do.
+    collecting_while_learning = []
+    real_learner = learning._learn_pool_classes
+
+    def recording_learner(*args: object) -> None:
+        collecting_while_learning.append(gc.isenabled())
+        real_learner(*args)
+
+    monkeypatch.setattr(learning, "_learn_pool_classes", recording_learner)
+    getattr(learning, learn)(Config(), sources(FIXTURES / "physical"))
+    assert collecting_while_learning == [False] and gc.isenabled()

@@ -53,6 +53,7 @@ from typing import Any, Mapping, Optional
 
 from kvlint.api.config import Config, configured_contract
 from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contract
+from kvlint.running.collector import collector_paused
 from kvlint.running.learn_classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
 from kvlint.running.learn_doors import doors_by_mark, doors_by_name
 from kvlint.running.learn_gate import learn_mark_gate
@@ -70,17 +71,21 @@ ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
     """The configured contract with its "auto" values learned from `sources`."""
-    return _learn(config, sources)[0]
+    with collector_paused():
+        return _learn(config, sources)[0]
 
 
 def learn_asking(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Asked]:
     """The contract `learn_contract` learns, and what learning asked of each file to learn it
     (what the contract cache keeps; a run without the cache does not digest it)."""
-    contract, scope, learned = _learn(config, sources)
-    return contract, scope.asked(learned.pinned)
+    with collector_paused():
+        contract, scope, learned = _learn(config, sources)
+        return contract, scope.asked(learned.pinned)
 
 
 def _learn(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Scope, _Learned]:
+    # Called with the collector paused: learning parses hundreds of methods and some whole files, and
+    # makes no cycles; with the collector on, sglang/srt took 1.8-2.0 s to learn, 1.45-1.5 s without.
     contract = configured_contract(config)
     learned = _Learned()
     scope = Scope(sources)
