@@ -25,7 +25,8 @@ from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs 
 
 # click < 8.2 mixes stderr into stdout unless told not to; 8.2 always separates them.
 SEPARATE_STDERR = {"mix_stderr": False} if "mix_stderr" in inspect.signature(CliRunner).parameters else {}
-TRIGGERS = "# forward_batch.out_cache_loc set_kv_buffer\n"
+# A line KV101 may flag: trigger words alone (a comment) leave no rule to run, and nothing is parsed with LibCST.
+TRIGGERS = "pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)\n"
 BARE = (
     "def forward(pool, layer, forward_batch, k, v):\n"
     "    pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)\n"

@@ -108,6 +108,6 @@ def test_a_file_libcst_cannot_parse_is_not_compiled_again(monkeypatch: pytest.Mo
     from kvlint.rules.write_loc.bare_write_loc import BareWriteLoc
 
     # A rule to run: a file no rule may flag is not parsed with LibCST at all.
-    (finding,) = run_source("x = 1\n", [BareWriteLoc]).findings
+    (finding,) = run_source("pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n", [BareWriteLoc]).findings
     assert finding.code == "KV000" and "LibCST's limit" in finding.message
     assert compiled == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Optional
 
 import libcst as cst
@@ -22,6 +23,7 @@ from kvlint.rules.write_loc._raw_loc import (
     raw_loc_batch,
 )
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
+from kvlint.rules.write_loc._candidates import MayBeRawLoc, ast_loc_argument, encoded, file_units, helper_arguments
 from kvlint.rules.write_loc._through_helpers import door_reports, parameter_reports, return_reports
 
 
@@ -289,6 +291,27 @@ class BareWriteLoc(Rule):
     @classmethod
     def trigger_groups(cls, contract: Contract) -> tuple[tuple[str, ...], ...]:
         return (contract.loc_attributes, tuple(door for door, _ in contract.write_doors))
+
+    @classmethod
+    def may_flag(cls, data: bytes, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
+        """A unit where a door's loc argument, or an argument of a helper with a fact, may be a raw loc,
+        or that defines such a helper next to the batch's loc attribute (the helper's own raw return)."""
+        doors = contract.door_loc_index
+        loc_words, door_words, helper_words = encoded(contract.loc_attributes), encoded(doors), encoded(helper_names)
+        for unit in file_units(data, tree):
+            if not (unit.holds_any(helper_words) or (unit.holds_any(loc_words) and unit.holds_any(door_words))):
+                continue
+            nodes = unit.nodes()
+            raw = MayBeRawLoc(contract, helper_names, nodes)
+            door_locs = (ast_loc_argument(call, index) for door, index in doors.items() for call in nodes.calls.get(door, ()))
+            if any(raw.holds(loc) for loc in door_locs):
+                return True
+            helper_calls = (call for name in helper_names if name not in doors for call in nodes.calls.get(name, ()))
+            if any(raw.holds(arg) for call in helper_calls for arg in helper_arguments(call)):
+                return True
+            if raw.has_loc and not nodes.functions.keys().isdisjoint(helper_names):
+                return True
+        return False
 
     def check(self, ctx: FileContext) -> None:
         index = module_index(ctx)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Optional
 
 import libcst as cst
@@ -12,6 +13,8 @@ from kvlint.api.rule import FileContext, Rule
 from kvlint.analysis.index import module_index
 from kvlint.rules.write_loc._raw_loc import loc_argument
 from kvlint.api.types import Invalid, Severity, Valid
+from kvlint.analysis.ast_walk import Function
+from kvlint.rules.write_loc._candidates import ast_loc_argument, encoded, file_units, walk
 
 # The helper that takes a write loc apart: `loc, swa_loc, full_loc = unwrap_write_loc(loc_info)`.
 UNWRAP_FUNCTION = "unwrap_write_loc"
@@ -147,6 +150,17 @@ class DroppedMark(Rule):
         unwrapping = (UNWRAP_FUNCTION, *(f".{field}" for field in contract.write_loc_fields))
         return (tuple(f"def {door}" for door, _ in contract.write_doors), unwrapping)
 
+    @classmethod
+    def may_flag(cls, data: bytes, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
+        """A door method taking a loc parameter whose body calls another object's door and unwraps a loc."""
+        doors = contract.door_loc_index
+        return any(
+            _may_forward_unwrapped(method, contract)
+            for unit in file_units(data, tree) if unit.holds_any(encoded(doors))
+            for name, methods in unit.nodes().functions.items() if name in doors
+            for method in methods
+        )
+
     def check(self, ctx: FileContext) -> None:
         index = module_index(ctx)
         doors = ctx.contract.door_loc_index
@@ -171,6 +185,37 @@ class DroppedMark(Rule):
                 f"`{incoming.name.value}`, to `{door}`: the mark is dropped; pass a write loc that carries it, "
                 f"e.g. `{ctx.contract.write_loc_class}(..., {ctx.contract.mark}={_incoming_mark(ctx, incoming.name.value)})`",
             )
+
+
+def _may_forward_unwrapped(method: Function, contract: Contract) -> bool:
+    """`check`'s conditions on CPython's tree, names only: a loc parameter, and a door called on anything
+    but `self` with a loc that may be unwrapped from it (anywhere in the method, nested code included)."""
+    args = method.args
+    if not any(arg.arg in LOC_KEYWORDS for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)):
+        return False
+    body = walk([method])
+    # A name is unwrapped through its definitions: an unwrap call or a field read must be there.
+    names_may_be = UNWRAP_FUNCTION in body.calls or not body.attributes.isdisjoint(contract.write_loc_fields)
+    return any(
+        not _ast_on_self(call) and _may_be_unwrapped(ast_loc_argument(call, index), contract, names_may_be)
+        for door, index in contract.door_loc_index.items() for call in body.calls.get(door, ())
+    )
+
+
+def _ast_on_self(call: ast.Call) -> bool:
+    func = call.func
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+
+
+def _may_be_unwrapped(loc: Optional[ast.expr], contract: Contract, names_may_be: bool) -> bool:
+    """What `_unwrapped` may say yes to: an unwrap call, a field read, a name (through its definitions)."""
+    if isinstance(loc, ast.Subscript):
+        loc = loc.value
+    if isinstance(loc, ast.Call):
+        return isinstance(loc.func, ast.Name) and loc.func.id == UNWRAP_FUNCTION
+    if isinstance(loc, ast.Attribute):
+        return loc.attr in contract.write_loc_fields
+    return isinstance(loc, ast.Name) and names_may_be
 
 
 def _incoming_mark(ctx: FileContext, incoming: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Optional
 
 import libcst as cst
@@ -21,6 +22,7 @@ from kvlint.rules.write_loc._raw_loc import (
     with_commas,
 )
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
+from kvlint.rules.write_loc._candidates import encoded, file_units
 
 
 class UnmarkedWriteLoc(Rule):
@@ -147,9 +149,30 @@ class UnmarkedWriteLoc(Rule):
     def trigger_groups(cls, contract: Contract) -> tuple[tuple[str, ...], ...]:
         return ((contract.write_loc_class,),)
 
+    @classmethod
+    def may_flag(cls, data: bytes, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
+        """A call of the write-loc class, by its name or a name it is imported as, without the mark
+        keyword or a `**mapping` that may hold it."""
+        if not _has_mark_keyword(contract):
+            return False
+        units = file_units(data, tree)
+        names = {contract.write_loc_class}
+        # An import renaming the class spells its name, so only units holding the name are read for one.
+        for unit in units:
+            if unit.holds_any(encoded([contract.write_loc_class])):
+                names.update(
+                    alias.asname for alias in unit.nodes().imports
+                    if alias.asname and alias.name.rsplit(".", 1)[-1] == contract.write_loc_class
+                )
+        words = encoded(names)
+        return any(
+            all(keyword.arg not in (None, contract.mark) for keyword in call.keywords)
+            for unit in units if unit.holds_any(words)
+            for name in names for call in unit.nodes().calls.get(name, ())
+        )
+
     def check(self, ctx: FileContext) -> None:
-        if not ctx.contract.has("mark") and ctx.contract.has("write-loc-module"):
-            # The tree defines its write-loc class, without a mark field: no keyword to leave out.
+        if not _has_mark_keyword(ctx.contract):
             return
         index = module_index(ctx)
         names = {ctx.contract.write_loc_class}
@@ -191,6 +214,11 @@ class UnmarkedWriteLoc(Rule):
         assert isinstance(new_call.func, cst.Attribute)
         new_call = new_call.with_changes(func=new_call.func.with_changes(value=call.func))
         return Replacement(call, new_call, Applicability.SAFE, description, ())
+
+
+def _has_mark_keyword(contract: Contract) -> bool:
+    """False where the tree defines its write-loc class without a mark field: no keyword to leave out."""
+    return contract.has("mark") or not contract.has("write-loc-module")
 
 
 def _keyword(arg: cst.Arg) -> Optional[str]:
