@@ -406,3 +406,22 @@ def test_the_index_hands_the_collector_back_on(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(engine, "check_all", recording_check_all)
     assert codes(check(tmp_path, monkeypatch)) == [("KV101", "eng/attn/mla.py", 7)]
     assert collecting_at_check == [True] and gc.isenabled()
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_what_the_run_keeps_is_frozen_before_the_checks_and_handed_back_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache: bool
+) -> None:
+    # The contract and the index live to the run's end: out of the collector's walks while the
+    # files are checked (and before workers fork), back in them once the run is over.
+    write(tmp_path, {"eng/attn/base.py": BASE, "eng/attn/mla.py": SUB})
+    frozen_at_check = []
+    real_check_all = engine.check_all
+
+    def recording_check_all(*args: Any, **kwargs: Any) -> Any:
+        frozen_at_check.append(gc.get_freeze_count())
+        return real_check_all(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "check_all", recording_check_all)
+    assert codes(check(tmp_path, monkeypatch, cache=cache)) == [("KV101", "eng/attn/mla.py", 7)]
+    assert frozen_at_check[0] > 0 and gc.get_freeze_count() == 0

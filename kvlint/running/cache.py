@@ -163,12 +163,6 @@ class ResultCache:
             self._summaries[path] = pickle.loads(entry[1])
         return self._summaries[path]
 
-    def settle(self) -> None:
-        """Take what the run unpickled since the load (the summaries the index asked for) out of the
-        collector's walks too: it lives until `save` as well (a one-file run over sglang/srt
-        unpickles about 300, and the first collection after the index walked them all, 0.07 s)."""
-        gc.freeze()
-
     def store_summary(self, path: str, content_digest: bytes, summary: Any) -> None:
         self._contents.summaries[path] = (content_digest, pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL))
         self._summaries[path] = summary

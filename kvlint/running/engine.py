@@ -12,6 +12,7 @@ again: a run the cache answers entirely never loads the parser.
 
 from __future__ import annotations
 
+import gc
 import logging
 import subprocess
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from kvlint.running.cache import ResultCache, dataclass_identity, digest, run_key
+from kvlint.running.collector import made_to_last
 from kvlint.api.config import Config, ConfigError
 from kvlint.api.contract import Contract
 from kvlint.running.discovery import discover, display_path, tree_of
@@ -77,7 +79,8 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     read = {**context, **sources}
     # Hashed once: the contract cache and the result cache both key files by their digests.
     file_digests = {path: digest(data) for path, data in read.items()} if options.cache else None
-    contract, cached = contract_for(config, read, options.cache, file_digests=file_digests)
+    with made_to_last():
+        contract, cached = contract_for(config, read, options.cache, file_digests=file_digests)
     learned = [key for key, source in contract.sources if source.startswith("learned")]
     phases.done("contract", "%s: %s", "cached" if cached else "learned from the tree", ", ".join(learned) or "nothing")
     by_path = {display_path(path, cwd): data for path, data in sources.items()}
@@ -101,7 +104,8 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
     phases.done("rules", "%d selected rules' trigger words (%s)", len(triggers.groups), rules_from)
     everything = {**context_by_path, **by_path}
     digests = {display_path(path, cwd): known for path, known in file_digests.items()} if file_digests else {}
-    views = helper_views(everything, contract, result_cache, digests, options.jobs)
+    with made_to_last():
+        views = helper_views(everything, contract, result_cache, digests, options.jobs)
     phases.done("index", "%d files call a helper the project index knows", len(views))
     digests = {shown: with_view(content, views.get(shown)) for shown, content in digests.items()}
 
@@ -196,6 +200,8 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
 
     if result_cache is not None:
         result_cache.save(by_path)
+    # What `made_to_last` and the cache's load froze.
+    gc.unfreeze()
     findings.sort(key=lambda finding: finding.sort_key)
     phases.total("%d findings, %d errors", len(findings), len(errors))
     errors.sort(key=lambda error: error.path)

@@ -74,7 +74,6 @@ def helper_views(
         views = _views(sources, contract, result_cache, digests, jobs)
     if result_cache is not None:
         result_cache.store_views(key, views)
-        result_cache.settle()
     return views
 
 
