@@ -62,8 +62,9 @@ _last_units: list[tuple[ast.Module, list[Unit]]] = []
 
 def file_units(data: bytes, tree: ast.Module) -> list[Unit]:
     """The file's units: each outermost function, then the module- and class-level code."""
-    if _last_units and _last_units[0][0] is tree:
-        return _last_units[0][1]
+    for cached_tree, cached_units in list(_last_units):
+        if cached_tree is tree:
+            return cached_units
     lines = data.splitlines(keepends=True)
     units: list[Unit] = []
     rest: list[ast.AST] = []
