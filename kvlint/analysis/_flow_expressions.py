@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Union
+import weakref
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Union, cast
 
 import libcst as cst
 
@@ -18,7 +19,9 @@ class ExpressionWalker(cst.CSTVisitor):
     """Records name reads and walrus bindings inside one expression, in evaluation order."""
 
     def __init__(self, walker: _Walker) -> None:
-        self.walker = walker
+        # Weak: the walker keeps this one, and the cycle kept a function's flow, and through it the
+        # file's LibCST tree, alive until the collector's next pass.
+        self.walker = cast("_Walker", weakref.proxy(walker))
 
     def visit_Name(self, node: cst.Name) -> bool:
         self.walker.use(node)

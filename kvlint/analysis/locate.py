@@ -76,24 +76,26 @@ def _paths(module: cst.Module, nodes: list[cst.CSTNode]) -> dict[int, list[cst.C
     wanted = {id(node) for node in nodes}
     paths: dict[int, list[cst.CSTNode]] = {}
     path: list[cst.CSTNode] = []
-
-    def found_all_below(node: cst.CSTNode) -> bool:
-        # Recursion as deep as LibCST's own code generation, which the file has been through.
-        path.append(node)
-        if id(node) in wanted:
-            paths[id(node)] = path.copy()
-            if len(paths) == len(wanted):
-                return True
-        for child in code_children(node):
-            if found_all_below(child):
-                return True
-        path.pop()
-        return False
-
     for statement in module.body:
-        if found_all_below(statement):
+        if _found_all_below(statement, wanted, paths, path):
             break
     return paths
+
+
+def _found_all_below(node: cst.CSTNode, wanted: set[int], paths: dict[int, list[cst.CSTNode]], path: list[cst.CSTNode]) -> bool:
+    # A module-level function, not a closure: a recursive closure is a reference cycle, which kept
+    # the file's whole LibCST tree alive until the collector's next pass.
+    # Recursion as deep as LibCST's own code generation, which the file has been through.
+    path.append(node)
+    if id(node) in wanted:
+        paths[id(node)] = path.copy()
+        if len(paths) == len(wanted):
+            return True
+    for child in code_children(node):
+        if _found_all_below(child, wanted, paths, path):
+            return True
+    path.pop()
+    return False
 
 
 def _unit_path(path: list[cst.CSTNode]) -> list[cst.CSTNode]:

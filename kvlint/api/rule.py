@@ -96,6 +96,12 @@ class FileContext:
         result: T = self._analyses[key]
         return result
 
+    def drop_analyses(self) -> None:
+        """Forget the shared analyses once every rule has run. Some refer back to this context (the
+        paged-KV tracker), and that cycle kept the file's whole LibCST tree alive until the
+        collector's next pass, which then walked all of it."""
+        self._analyses.clear()
+
     def code_for(self, node: cst.CSTNode) -> str:
         """The node's source as a message quotes it (`one_line_code`); compare nodes with `source_of`."""
         return one_line_code(self.module.code_for_node(node))

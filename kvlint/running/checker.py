@@ -175,6 +175,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[type[Rule]]) -> list[RunError]:
         except Exception:  # noqa: BLE001 - isolation: one rule's crash must not stop the run
             ctx.violations = [v for v in ctx.violations if v.code != rule.code]
             errors.append(_internal_error(ctx.path, rule.code))
+    ctx.drop_analyses()
     return errors
 
 
