@@ -6,7 +6,7 @@ import gc
 import subprocess
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import pytest
 
@@ -14,6 +14,8 @@ from kvlint.api.config import load_config
 from kvlint.api.types import Applicability, Finding
 from kvlint.running import engine, project_facts, workers
 from kvlint.running.engine import RunOptions, run
+
+T = TypeVar("T")
 
 BASE = (
     "class AttnBase:\n"
@@ -396,14 +398,7 @@ def test_the_index_hands_the_collector_back_on(tmp_path: Path, monkeypatch: pyte
     # The index pauses the collector while it builds (its trees make no cycle); the check after it
     # makes LibCST's trees, which do, so it must find the collector on again.
     write(tmp_path, {"eng/attn/base.py": BASE, "eng/attn/mla.py": SUB})
-    collecting_at_check = []
-    real_check_all = engine.check_all
-
-    def recording_check_all(*args: Any, **kwargs: Any) -> Any:
-        collecting_at_check.append(gc.isenabled())
-        return real_check_all(*args, **kwargs)
-
-    monkeypatch.setattr(engine, "check_all", recording_check_all)
+    collecting_at_check = _at_check(monkeypatch, gc.isenabled)
     assert codes(check(tmp_path, monkeypatch)) == [("KV101", "eng/attn/mla.py", 7)]
     assert collecting_at_check == [True] and gc.isenabled()
 
@@ -415,13 +410,19 @@ def test_what_the_run_keeps_is_frozen_before_the_checks_and_handed_back_after(
     # The contract and the index live to the run's end: out of the collector's walks while the
     # files are checked (and before workers fork), back in them once the run is over.
     write(tmp_path, {"eng/attn/base.py": BASE, "eng/attn/mla.py": SUB})
-    frozen_at_check = []
+    frozen_at_check = _at_check(monkeypatch, gc.get_freeze_count)
+    assert codes(check(tmp_path, monkeypatch, cache=cache)) == [("KV101", "eng/attn/mla.py", 7)]
+    assert frozen_at_check[0] > 0 and gc.get_freeze_count() == 0
+
+
+def _at_check(monkeypatch: pytest.MonkeyPatch, read: Callable[[], T]) -> list[T]:
+    """What `read()` gives each time the run starts checking files."""
+    seen: list[T] = []
     real_check_all = engine.check_all
 
     def recording_check_all(*args: Any, **kwargs: Any) -> Any:
-        frozen_at_check.append(gc.get_freeze_count())
+        seen.append(read())
         return real_check_all(*args, **kwargs)
 
     monkeypatch.setattr(engine, "check_all", recording_check_all)
-    assert codes(check(tmp_path, monkeypatch, cache=cache)) == [("KV101", "eng/attn/mla.py", 7)]
-    assert frozen_at_check[0] > 0 and gc.get_freeze_count() == 0
+    return seen

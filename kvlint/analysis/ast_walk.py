@@ -12,7 +12,7 @@ summaries read: `kvlint.analysis._ast_children`.)
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Union
+from typing import Iterator, Optional, Union
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
@@ -58,3 +58,27 @@ def own_nodes(root: ast.AST) -> Iterator[ast.AST]:
         if node is not root and isinstance(node, SCOPES):
             continue
         stack.extend(reversed(children(node)))
+
+
+def code_units(data: bytes, tree: ast.Module) -> list[tuple[list[ast.AST], Optional[bytes]]]:
+    """The units the rules' data flow stays inside, as (roots, text): each outermost function with
+    the functions nested in it, and its source lines (from its first decorator); then the module-
+    and class-level code (class headers, not their methods), whose text is None: it is spread over
+    the file."""
+    lines = data.splitlines(keepends=True)
+    units: list[tuple[list[ast.AST], Optional[bytes]]] = []
+    rest: list[ast.AST] = []
+    statements: list[ast.AST] = list(tree.body)
+    while statements:
+        statement = statements.pop()
+        if isinstance(statement, FUNCTIONS):
+            first = min([statement.lineno, *(decorator.lineno for decorator in statement.decorator_list)])
+            units.append(([statement], b"".join(lines[first - 1 : statement.end_lineno])))
+        elif isinstance(statement, ast.ClassDef):
+            rest.extend((*statement.decorator_list, *statement.bases, *statement.keywords))
+            rest.extend(getattr(statement, "type_params", ()))
+            statements.extend(statement.body)
+        else:
+            rest.append(statement)
+    units.append((rest, None))
+    return units

@@ -29,7 +29,8 @@ def made_to_last() -> Iterator[None]:
     alive out of its walks (`gc.freeze`; `kvlint.running.engine.run` hands it back at its end).
 
     Otherwise each later collection walks them again, and a worker forked afterwards touches
-    their pages: in a cold run over sglang/srt the main process spent 0.8 s so while it fed the workers.
+    their pages: in a cold run over sglang/srt the main process spent 0.9 s in collections,
+    most of it while it fed the workers.
     """
     with collector_paused():
         yield

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from kvlint.analysis.ast_walk import FUNCTIONS, children
+from kvlint.analysis.ast_walk import children, code_units
 from kvlint.api.contract import DEFAULT_KV_NAME_FALLBACK, Contract
 from kvlint.rules.layout._paged_kv import FALLBACK_NAME_WORDS, HELPER_LAYOUT_NAMES
 
@@ -39,7 +39,7 @@ def may_hold_layout_finding(data: bytes, tree: ast.Module, contract: Contract, h
     if _last_answer and _last_answer[0][0] is tree and _last_answer[0][1] is contract and _last_answer[0][2] == helper_names:
         return _last_answer[0][3]
     unit_test = _Unit(contract, helper_names)
-    answer = any(unit_test.holds(unit) for unit in _units(data, tree.body, contract, helper_names))
+    answer = any(unit_test.holds(unit) for unit in _units(data, tree, contract, helper_names))
     _last_answer[:] = [(tree, contract, helper_names, answer)]
     return answer
 
@@ -72,10 +72,9 @@ class _Unit:
         return called and has_start
 
 
-def _units(data: bytes, body: list[ast.stmt], contract: Contract, helper_names: frozenset[str]) -> Iterator[list[ast.AST]]:
+def _units(data: bytes, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> Iterator[list[ast.AST]]:
     """Each outermost function (its nested ones included) whose text names a candidate call and a
     start (words cost far less than a walk), then the module- and class-level code."""
-    lines = data.splitlines(keepends=True)
     call_words = _encoded(CANDIDATE_CALLS | helper_names)
     start_words = _encoded(
         {*contract.buffer_accessors, *contract.paged_helpers, *HELPER_LAYOUT_NAMES, *helper_names}
@@ -83,21 +82,11 @@ def _units(data: bytes, body: list[ast.stmt], contract: Contract, helper_names: 
     )
     # A custom kv-name pattern promises no word: a parameter it matches is found by the walk alone.
     words_tell = contract.kv_name_fallback == DEFAULT_KV_NAME_FALLBACK
-    rest: list[ast.AST] = []
-    classes = list(body)
-    while classes:
-        statement = classes.pop()
-        if isinstance(statement, FUNCTIONS):
-            first = min([statement.lineno, *(decorator.lineno for decorator in statement.decorator_list)])
-            text = b"".join(lines[first - 1 : statement.end_lineno])
-            if not words_tell or (any(word in text for word in call_words) and any(word in text for word in start_words)):
-                yield [statement]
-        elif isinstance(statement, ast.ClassDef):
-            rest.extend((*statement.decorator_list, *statement.bases, *statement.keywords))
-            classes.extend(statement.body)
-        else:
-            rest.append(statement)
-    yield rest
+    for roots, text in code_units(data, tree):
+        if text is None or not words_tell:
+            yield roots
+        elif any(word in text for word in call_words) and any(word in text for word in start_words):
+            yield roots
 
 
 def _encoded(words: set[str] | frozenset[str]) -> tuple[bytes, ...]:

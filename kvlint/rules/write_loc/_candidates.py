@@ -19,7 +19,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from kvlint.analysis.ast_walk import FUNCTIONS, Function, children
+from kvlint.analysis.ast_walk import FUNCTIONS, Function, children, code_units
 from kvlint.api.contract import LOC_KEYWORDS, Contract
 
 
@@ -61,26 +61,11 @@ _last_units: list[tuple[ast.Module, list[Unit]]] = []
 
 
 def file_units(data: bytes, tree: ast.Module) -> list[Unit]:
-    """The file's units: each outermost function, then the module- and class-level code."""
+    """The file's units (`kvlint.analysis.ast_walk.code_units`)."""
     for cached_tree, cached_units in list(_last_units):
         if cached_tree is tree:
             return cached_units
-    lines = data.splitlines(keepends=True)
-    units: list[Unit] = []
-    rest: list[ast.AST] = []
-    statements: list[ast.AST] = list(tree.body)
-    while statements:
-        statement = statements.pop()
-        if isinstance(statement, FUNCTIONS):
-            first = min([statement.lineno, *(decorator.lineno for decorator in statement.decorator_list)])
-            units.append(Unit([statement], b"".join(lines[first - 1 : statement.end_lineno])))
-        elif isinstance(statement, ast.ClassDef):
-            rest.extend((*statement.decorator_list, *statement.bases, *statement.keywords))
-            rest.extend(getattr(statement, "type_params", ()))
-            statements.extend(statement.body)
-        else:
-            rest.append(statement)
-    units.append(Unit(rest, None))
+    units = [Unit(roots, text) for roots, text in code_units(data, tree)]
     _last_units[:] = [(tree, units)]
     return units
 
