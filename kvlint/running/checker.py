@@ -10,11 +10,10 @@ from __future__ import annotations
 import ast
 import traceback
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import libcst as cst
 
-from kvlint.analysis.locate import Location, locate
 from kvlint.running.fragment import skeleton
 from kvlint.running.preparse import Unparsable, python_tree, source_text, too_deep, too_large
 from kvlint.running.plan import CheckRequest, helper_words, rule_groups, whole_file_groups, with_words
@@ -24,6 +23,9 @@ from kvlint.api.rule import FileContext, Replacement, Rule, SourceFile, Violatio
 from kvlint.running.decide import Candidate, FileDecisions, fingerprint
 from kvlint.running.suppression import parse_suppressions
 from kvlint.api.types import SYNTAX_ERROR, Applicability, FileOutcome, Finding, FixInfo, RunError, Suppression, fix_allowed
+
+if TYPE_CHECKING:
+    from kvlint.analysis.locate import Location
 
 
 
@@ -198,6 +200,9 @@ def _to_findings(
     decisions = FileDecisions.for_source(request.path, request.ignored_codes, text)
     if not violations and not (request.report_unused_ignores and decisions.suppressions):
         return [], [], ()
+    # Imported here: placing nodes loads LibCST's position machinery, which a file nothing flags never needs.
+    from kvlint.analysis.locate import locate
+
     locations: dict[int, Location] = {}
     if violations:
         assert text is not None  # violations need the comments

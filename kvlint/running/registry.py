@@ -4,6 +4,9 @@ A family is a package (`kvlint.rules.write_loc`, `.layout`, `.tbo`); each of
 its public modules holds one rule class named after the module. Adding a rule
 is adding one module to a family (or a new family package); nothing else lists
 rules. Modules whose name starts with `_` are a family's own helpers.
+
+The rules import LibCST, but read it only when they check a file LibCST parsed:
+the registry defers loading it until then (`kvlint.running.deferred_libcst`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from types import ModuleType
 import kvlint.rules as package
 from kvlint.api.rule import ProjectRule, Rule
 from kvlint.api.types import ENGINE_CODES
+from kvlint.running.deferred_libcst import defer
 
 AnyRule = type[Rule] | type[ProjectRule]
 
@@ -23,6 +27,7 @@ AnyRule = type[Rule] | type[ProjectRule]
 @lru_cache(maxsize=1)
 def all_rules() -> tuple[AnyRule, ...]:
     found: list[AnyRule] = []
+    defer()
     for family in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name):
         if not family.ispkg or family.name.startswith("_"):
             continue

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from kvlint.api.types import FileOutcome, RunError
 from kvlint.running.collector import collector_paused
+from kvlint.running.deferred_libcst import load as load_libcst
 
 if TYPE_CHECKING:
     from kvlint.running.checker import CheckResult
@@ -50,6 +51,9 @@ def check_all(work: list[Work], jobs: Optional[int], progress: Optional[Progress
         return results
     slots: list[Optional[CheckResult]] = [None] * total
     finished = 0
+    # Loaded once here rather than in each worker: forked workers share it, and enough files to
+    # start workers for almost always include one LibCST parses.
+    load_libcst()
 
     def tick() -> None:
         nonlocal finished

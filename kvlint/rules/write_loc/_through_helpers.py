@@ -27,7 +27,7 @@ from kvlint.api.types import Applicability
 from kvlint.rules.write_loc._raw_loc import factory_for, loc_argument, marked_call, raw_loc
 
 # (flagged node, message, fix)
-Report = tuple[cst.CSTNode, str, Optional[Replacement]]
+Report = tuple["cst.CSTNode", str, Optional[Replacement]]
 
 
 def returned_raw(
