@@ -11,7 +11,9 @@ spreads evenly over them. For every command: median and min-max wall time
 included), the ratios to the stdlib-`ast` baseline and to `python -c pass`,
 and the peak resident memory of its largest process (`wait4`'s `ru_maxrss`).
 The pre-commit rows check one named file in a third copy whose cache is warm,
-the file edited before each run. Fixit 2 and ruff are measured where they are
+the file edited before each run; the LibCST rows are their floor while LibCST
+parses what the rules check (import it, parse the file, in a bare interpreter).
+Fixit 2 and ruff are measured where they are
 installed (they are not dependencies).
 Then a scaling table: cold `kvlint check` on evenly spread samples of the tree.
 """
@@ -47,6 +49,10 @@ PRE_COMMIT_FILES = (
     "layers/attention/triton_backend.py",
     "models/llama.py",
 )
+# The floor of any run that checks one of the backends with LibCST: a bare interpreter that imports
+# LibCST and parses the file, nothing else (the rules' `may_flag` keeps some rule on each of them).
+LIBCST_FLOOR_FILES = PRE_COMMIT_FILES[:3]
+LIBCST_FLOOR = "import sys, libcst; libcst.parse_module(open(sys.argv[1], 'rb').read())"
 # A Fixit rule that visits nothing: what remains is Fixit's own parse and metadata cost.
 FIXIT_NOOP_RULE = '''
 from fixit import LintRule
@@ -223,6 +229,11 @@ def main() -> None:
                     appender(hook / name))
             for name in PRE_COMMIT_FILES if (hook / name).is_file()
         ]
+        floors = [
+            Command(f"LibCST import + parse: {Path(name).name}",
+                    [sys.executable, "-c", LIBCST_FLOOR, str(clean / name)], clean_root)
+            for name in LIBCST_FLOOR_FILES if (clean / name).is_file()
+        ]
         kvlint_commands = [
             Command("kvlint check cold (--no-cache)", [*json_check, "--no-cache", "."], clean_root),
             Command("kvlint check warm", [*json_check, "."], clean_root),
@@ -234,7 +245,7 @@ def main() -> None:
         ]
         for command in kvlint_commands:
             command.env = kvlint_env
-        commands = [baseline, interpreter, *kvlint_commands]
+        commands = [baseline, interpreter, *floors, *kvlint_commands]
         if shutil.which("ruff"):
             commands.append(Command("ruff check warm", ["ruff", "check", "--quiet", "--exit-zero", "."], clean_root))
         if shutil.which("fixit") and args.fixit_runs > 0:
