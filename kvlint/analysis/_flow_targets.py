@@ -1,8 +1,8 @@
 """The names a binding target, a parameter list or a `case` pattern binds, read off LibCST nodes.
 
-Apart from `ExpressionWalker` (`kvlint.analysis._flow_expressions`), whose class subclasses LibCST's
-visitor: these functions touch LibCST only when called, so importing them (with the rules) does not
-load it.
+Kept apart from `ExpressionWalker` (`kvlint.analysis._flow_expressions`), a `CSTVisitor` subclass
+whose class statement loads LibCST: the data flow imports these with the rules, and LibCST waits
+until a rule reads a tree (`kvlint.running.deferred_libcst`).
 """
 
 from __future__ import annotations
