@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Union
+from typing import Iterator, Mapping, Optional, Union
 
 from kvlint.analysis._ast_imports import module_imports, imports_of
 from kvlint.analysis.project_index import ModuleMap, module_parts
@@ -52,7 +52,7 @@ class Module:
 
 
 class ProofTree:
-    def __init__(self, sources: dict[str, bytes]) -> None:
+    def __init__(self, sources: Mapping[str, bytes]) -> None:
         self.sources = sources
         self._modules: dict[str, Optional[Module]] = {}
         self.modules = ModuleMap(sources)

@@ -16,11 +16,11 @@ import gc
 import logging
 import subprocess
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from kvlint.running.cache import ResultCache, dataclass_identity, digest, run_key
+from kvlint.running.cache import ResultCache, dataclass_identity, run_key
 from kvlint.running.collector import made_to_last
 from kvlint.api.config import Config, ConfigError
 from kvlint.api.contract import Contract
@@ -30,6 +30,8 @@ from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.running.project_facts import helper_views, with_view
 from kvlint.running.prove import Certificate, prove_scope
+from kvlint.running.reading import Reader, SourceChanged
+from kvlint.running.stat_table import StatTable
 from kvlint.running.decide import unused_ignores
 from kvlint.running.project_run import Checked, ProjectRun
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
@@ -58,35 +60,50 @@ class RunResult:
 
 
 def run(config: Config, options: RunOptions, progress: Optional[Progress] = None) -> RunResult:
+    table = StatTable(config.root / config.cache_dir) if options.cache else None
+    try:
+        return _run(config, options, progress, table)
+    except SourceChanged as changed:
+        # A file the stat table vouched for changed before its bytes were asked for: start over,
+        # reading every file now, as a run without the table does.
+        log.debug("%s: reading every file again", changed)
+        return _run(config, options, progress, None)
+
+
+def _run(config: Config, options: RunOptions, progress: Optional[Progress], table: Optional[StatTable]) -> RunResult:
     phases = Phases()
     paths = options.paths or config.include_paths
     scope = discover(paths, config.exclude, config.root)
     files = list(scope.files)
     if options.changed is not None:
         files = _only_changed(files, options.changed)
-    phases.done("discover", "%d files in scope, %d paths skipped", len(files), len(scope.skipped))
-    for skipped_path, reason in scope.skipped:
-        log.debug("skipped %s: %s", skipped_path, reason)
-    cwd = Path.cwd()
-    sources, read_errors = _read_all(files, cwd)
     # Under --changed, or with paths narrower than the configured include (the pre-commit hook),
     # the rest of the tree is context: the contract, the helpers' facts and KV301's facts come
     # from it as in a whole-tree run, but nothing is reported there.
     whole = tree_of(scope, config.include, config.exclude, config.root) if options.changed or options.paths else None
+    phases.done("discover", "%d files in scope, %d paths skipped", len(files), len(scope.skipped))
+    for skipped_path, reason in scope.skipped:
+        log.debug("skipped %s: %s", skipped_path, reason)
+    cwd = Path.cwd()
+    reader = Reader(cwd, options.cache, table)
+    sources, read_errors = reader.read(files, scope.real)
     reading = {scope.real[path] for path in sources}
-    context, _unread = _read_all([path for path in whole.files if whole.real[path] not in reading] if whole else [], cwd)
-    phases.done("read", "%d files read, %d could not be, %d of context", len(sources), len(read_errors), len(context))
-    read = {**context, **sources}
-    # Hashed once: the contract cache and the result cache both key files by their digests.
-    file_digests = {path: digest(data) for path, data in read.items()} if options.cache else None
+    context_files = [path for path in whole.files if whole.real[path] not in reading] if whole else []
+    context, _unread = reader.read(context_files, whole.real if whole else {})
+    phases.done("read", "%d files read, %d could not be, %d of context; %d of them unchanged since hashed, left unread",
+                len(sources), len(read_errors), len(context), reader.vouched)
+    read = context.joined(sources)
+    # Every cache keys files by these; a file the stat table vouched for is not read unless asked for.
+    file_digests = read.digests() if options.cache else None
     with made_to_last():
         contract, cached = contract_for(config, read, options.cache, file_digests=file_digests)
     learned = [key for key, source in contract.sources if source.startswith("learned")]
     phases.done("contract", "%s: %s", "cached" if cached else "learned from the tree", ", ".join(learned) or "nothing")
-    by_path = {display_path(path, cwd): data for path, data in sources.items()}
+    as_shown = partial(display_path, cwd=cwd)
+    by_path = sources.keyed(as_shown)
     root = config.root.resolve()
     config_paths = {display_path(path, cwd): _config_relative(path, root) for path in sources}
-    context_by_path = {display_path(path, cwd): data for path, data in context.items()}
+    context_by_path = context.keyed(as_shown)
     config_paths.update({display_path(path, cwd): _config_relative(path, root) for path in context})
     result_cache = run_cache(config, options, contract, cwd) if options.cache else None
 
@@ -102,8 +119,9 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         if result_cache is not None:
             result_cache.store_triggers(triggers)
     phases.done("rules", "%d selected rules' trigger words (%s)", len(triggers.groups), rules_from)
-    everything = {**context_by_path, **by_path}
-    digests = {display_path(path, cwd): known for path, known in file_digests.items()} if file_digests else {}
+    everything = context_by_path.joined(by_path)
+    content_digests = everything.digests() if options.cache else {}
+    digests = content_digests
     with made_to_last():
         views = helper_views(everything, contract, result_cache, digests, options.jobs)
     phases.done("index", "%d files call a helper the project index knows", len(views))
@@ -192,7 +210,7 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
         produced = [finding for finding in produced if finding.path in by_path or finding.path not in everything]
         findings.extend(produced)
         phases.done("project", "%s: %d findings (%s)", code, len(produced), project.answered_by)
-    proved = (prove_scope(config, contract, by_path, everything, config_paths, paths, findings, result_cache)
+    proved = (prove_scope(config, contract, by_path, everything, config_paths, paths, findings, result_cache, content_digests)
               if options.prove or config.prove else None)
     for shown, result in checked.items():
         if result.outcome is not None and result.outcome.open_suppressions:
@@ -200,6 +218,8 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
 
     if result_cache is not None:
         result_cache.save(by_path)
+    if table is not None:
+        table.save()
     # What `made_to_last` and the cache's load froze.
     gc.unfreeze()
     findings.sort(key=lambda finding: finding.sort_key)
@@ -213,13 +233,13 @@ def contract_in_force(config: Config, paths: Sequence[Path]) -> Contract:
     from the same files, without checking any: what `kvlint contract` prints."""
     scope = discover(paths or config.include_paths, config.exclude, config.root)
     tree = tree_of(scope, config.include, config.exclude, config.root) if paths else scope
-    sources, _errors = _read_all(list(tree.files), Path.cwd())
+    sources, _errors = Reader(Path.cwd(), False, None).read(list(tree.files), tree.real)
     return contract_for(config, sources, True)[0]
 
 
 def _with_context(
     checked: dict[str, Checked],
-    context: dict[str, bytes],
+    context: Mapping[str, bytes],
     triggers: Any,
     result_cache: Optional[ResultCache],
     digests: dict[str, bytes],
@@ -230,7 +250,7 @@ def _with_context(
         return checked
     cached = {shown: result_cache.project_facts(shown, digests[shown]) for shown in context} if result_cache else {}
     found = {shown: Checked(None, facts, facts_pickled=True) for shown, facts in cached.items() if facts is not None}
-    missing = [shown for shown, data in context.items() if shown not in found and triggers.wanted(data)]
+    missing = [shown for shown in context if shown not in found and triggers.wanted(context[shown])]
     if missing:
         check_files(missing, found)
     if missing and result_cache is not None:
@@ -265,21 +285,6 @@ def _has_fix_to_apply(outcome: Optional[FileOutcome], allowed: Optional[Applicab
 
 def _without_fix(outcome: Optional[FileOutcome]) -> Optional[FileOutcome]:
     return None if outcome is None else replace(outcome, fixed_source=None)
-
-
-def _read_all(files: Sequence[Path], cwd: Path) -> tuple[dict[Path, bytes], list[RunError]]:
-    sources: dict[Path, bytes] = {}
-    errors: list[RunError] = []
-    for path in files:
-        try:
-            sources[path] = path.read_bytes()
-        except FileNotFoundError:
-            errors.append(RunError(display_path(path, cwd), "file vanished before it could be read"))
-        except IsADirectoryError:
-            errors.append(RunError(display_path(path, cwd), "is a directory, not a Python file"))
-        except OSError as exc:
-            errors.append(RunError(display_path(path, cwd), f"cannot read: {exc.strerror or exc}", unchecked=True))
-    return sources, errors
 
 
 def _only_changed(files: list[Path], rev: str) -> list[Path]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 from kvlint.running.cache import ResultCache
 
@@ -61,7 +61,7 @@ class WordIndex:
     (`kvlint.running.project_facts.seed_words`), in the scope's order."""
 
     def __init__(
-        self, sources: dict[str, bytes], cache: Optional[ResultCache], digests: dict[str, bytes], seeds: tuple[bytes, ...]
+        self, sources: Mapping[str, bytes], cache: Optional[ResultCache], digests: dict[str, bytes], seeds: tuple[bytes, ...]
     ) -> None:
         self._sources = sources
         self._cache = cache
@@ -84,9 +84,10 @@ class WordIndex:
         self, names: set[str], read: Callable[[_Names], frozenset[bytes]], other: Optional[re.Pattern[bytes]]
     ) -> list[str]:
         words = {name.encode() for name in names if _WORD.fullmatch(name)}
+        # The bytes only where the word sets cannot answer: the result cache's words stand for them.
         return [
-            path for path, data in self._sources.items()
-            if not read(self._names_of(path)).isdisjoint(words) or (other is not None and other.search(data))
+            path for path in self._sources
+            if not read(self._names_of(path)).isdisjoint(words) or (other is not None and other.search(self._sources[path]))
         ]
 
     def _names_of(self, path: str) -> _Names:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from kvlint.api.config import Config, TboConfig, load_config
 from kvlint.api.contract import Contract
@@ -135,7 +135,7 @@ def file_requests(
     config: Config,
     contract: Contract,
     paths: Sequence[str],
-    sources: dict[str, bytes],
+    sources: Mapping[str, bytes],
     config_paths: dict[str, str],
     views: Optional[dict[str, HelperFacts]] = None,
 ) -> list[tuple[CheckRequest, bytes]]:

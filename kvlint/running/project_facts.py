@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import pickle
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
 from kvlint.analysis.helper_summary import summarize
 from kvlint.analysis.summaries import FileSummary
@@ -51,7 +51,7 @@ def seed_words(contract: Contract) -> tuple[bytes, ...]:
 
 
 def helper_views(
-    sources: dict[str, bytes],
+    sources: Mapping[str, bytes],
     contract: Contract,
     result_cache: Optional[ResultCache],
     digests: Optional[dict[str, bytes]] = None,
@@ -78,7 +78,7 @@ def helper_views(
 
 
 def _views(
-    sources: dict[str, bytes],
+    sources: Mapping[str, bytes],
     contract: Contract,
     result_cache: Optional[ResultCache],
     digests: dict[str, bytes],
@@ -113,7 +113,7 @@ class _SummaryReader:
 
     def __init__(
         self,
-        sources: dict[str, bytes],
+        sources: Mapping[str, bytes],
         contract: Contract,
         result_cache: Optional[ResultCache],
         digests: dict[str, bytes],
@@ -137,14 +137,13 @@ class _SummaryReader:
         self._ahead.update(zip(unread, map_in_workers(_summarize, arguments, self._jobs)))
 
     def summary(self, path: str) -> Optional[FileSummary]:
-        data = self._sources.get(path)
-        if data is None:
+        if path not in self._sources:
             return None
         self._given.add(path)
         known = self._cached(path)
         if known is not None:
             return known
-        summary = self._ahead.pop(path) if path in self._ahead else _summarize(path, data, self._contract)
+        summary = self._ahead.pop(path) if path in self._ahead else _summarize(path, self._sources[path], self._contract)
         if self._cache is not None and summary is not None:
             self._cache.store_summary(path, self._digests[path], summary)
         return summary

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from kvlint.api.config import Config
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
@@ -47,7 +47,7 @@ class ProjectRun:
         plan: Callable[[], Plan],
         config: Config,
         config_paths: dict[str, str],
-        sources: dict[str, bytes],
+        sources: Mapping[str, bytes],
         digests: dict[str, bytes],
         result_cache: Optional[ResultCache],
         fix: Optional[Applicability],
@@ -114,7 +114,7 @@ class ProjectRun:
 
 
 def _apply_project_edit(
-    edit: Any, sources: dict[str, bytes], fixed: dict[str, tuple[bytes, bytes]], errors: list[RunError]
+    edit: Any, sources: Mapping[str, bytes], fixed: dict[str, tuple[bytes, bytes]], errors: list[RunError]
 ) -> None:
     # Only a `fix` with a project rule's edit needs it, and it loads LibCST.
     from kvlint.fix.project_edit import insert_after_line

@@ -18,7 +18,7 @@ import ast
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence
 
 from kvlint.analysis.loc_proof import PROVEN, RAW, UNPROVEN, LocProver, Verdict
 from kvlint.analysis.pool_gate import bare_loc_taken
@@ -26,7 +26,7 @@ from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
 from kvlint.api.types import UNPROVEN_WRITE_LOC, Finding
-from kvlint.running.cache import ResultCache, digest
+from kvlint.running.cache import ResultCache
 from kvlint.running.decide import Candidate, FileDecisions
 from kvlint.running.discovery import display_path
 from kvlint.running.selection import per_file_ignored
@@ -84,18 +84,19 @@ class DoorCall:
 
 
 def prove_scope(
-    config: Config, contract: Contract, reported: dict[str, bytes], everything: dict[str, bytes],
+    config: Config, contract: Contract, reported: Mapping[str, bytes], everything: Mapping[str, bytes],
     config_paths: dict[str, str], paths: Sequence[Path], findings: list[Finding], result_cache: Optional[ResultCache],
+    digests: Mapping[str, bytes],
 ) -> Certificate:
     """Prove the door calls of `reported` (display path -> bytes) over the tree `everything`; add a KV104
     to `findings` for each unproven one, and for each raw one that no KV101-103 among `findings` reports
     (a raw loc one parameter or alias further than the rules look). `paths` are the run's paths, whose
-    top-level folders the certificate counts by."""
+    top-level folders the certificate counts by; `digests`: each file's content digest, with the cache on."""
     roots = [display_path(path, Path.cwd()) for path in paths]
     reported_raw = {(f.path, f.line) for f in findings if f.code in RAW_CODES}
     # A warm run reads the proof from the cache: it depends on every file's content and on which
     # raw locs the rules reported, nothing else (the cache's own key holds the config and contract).
-    key = _proof_key(everything, reported, reported_raw) if result_cache is not None else b""
+    key = _proof_key(digests, reported, reported_raw) if result_cache is not None else b""
     known = result_cache.proof(key) if result_cache is not None else None
     if known is not None:
         certificate_known: Certificate = known[0]
@@ -131,16 +132,16 @@ def prove_scope(
     return certificate
 
 
-def _proof_key(everything: dict[str, bytes], reported: dict[str, bytes], reported_raw: set[tuple[str, int]]) -> bytes:
+def _proof_key(digests: Mapping[str, bytes], reported: Mapping[str, bytes], reported_raw: set[tuple[str, int]]) -> bytes:
     hasher = hashlib.sha256(b"prove")
-    for path, data in sorted(everything.items()):
-        hasher.update(path.encode() + (b"\1" if path in reported else b"\0") + digest(data))
+    for path, content_digest in sorted(digests.items()):
+        hasher.update(path.encode() + (b"\1" if path in reported else b"\0") + content_digest)
     for path, line in sorted(reported_raw):
         hasher.update(f"{path}:{line}\0".encode())
     return hasher.digest()
 
 
-def door_calls(tree: ProofTree, prover: LocProver, reported: dict[str, bytes]) -> Iterator[DoorCall]:
+def door_calls(tree: ProofTree, prover: LocProver, reported: Mapping[str, bytes]) -> Iterator[DoorCall]:
     words = tuple(name.encode() + b"(" for name in prover.doors)
     for path, data in reported.items():
         if not any(word in data for word in words):

@@ -1,0 +1,146 @@
+"""Read a run's files: their bytes now, or, where the stat table vouches for a file's digest,
+only when something asks for them.
+
+With the cache on, every cache answers by content digest, so most files of a warm run, or of a
+pre-commit run on one file, are never looked at beyond `os.stat`
+(`kvlint.running.stat_table`). A file the table does not vouch for (new, changed, racily
+clean, or not a regular file) is read and hashed at once, as is every file with the cache off.
+
+A deferred file is read when first asked for, and its bytes must still hash to the digest the
+table gave: the caches key what is computed from them by that digest. When it is gone,
+unreadable or different by then, `SourceChanged` is raised and the run starts over reading
+every file (`kvlint.running.engine.run`), so the run reports what it would have reported had
+it read the file at the start.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from time import time_ns
+from pathlib import Path
+from typing import Callable, Generic, Iterator, Mapping, Optional, Sequence, TypeVar
+
+from kvlint.api.types import RunError
+from kvlint.running.cache import digest
+from kvlint.running.discovery import display_path
+from kvlint.running.stat_table import StatTable
+
+K = TypeVar("K")
+J = TypeVar("J")
+
+
+class SourceChanged(Exception):
+    """A file whose bytes were deferred was gone, unreadable or changed when they were asked for."""
+
+
+class _Store:
+    """The bytes read so far and every hashed or vouched-for file's digest, by path."""
+
+    def __init__(self) -> None:
+        self.data: dict[Path, bytes] = {}
+        self.digests: dict[Path, bytes] = {}
+
+    def bytes_of(self, path: Path) -> bytes:
+        data = self.data.get(path)
+        if data is None:
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise SourceChanged(f"{path} could not be read again: {exc.strerror or exc}") from exc
+            if digest(data) != self.digests[path]:
+                raise SourceChanged(f"{path} changed while kvlint ran")
+            self.data[path] = data
+        return data
+
+
+class FileBytes(Mapping[K, bytes], Generic[K]):
+    """Files' bytes by key (a path, or the path shown in reports), each read at most once per run."""
+
+    def __init__(self, store: _Store, paths: dict[K, Path]) -> None:
+        self._store = store
+        self._paths = paths
+
+    def __getitem__(self, key: K) -> bytes:
+        return self._store.bytes_of(self._paths[key])
+
+    def __contains__(self, key: object) -> bool:
+        # Mapping's own would read the file.
+        return key in self._paths
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def keyed(self, key: Callable[[K], J]) -> FileBytes[J]:
+        """The same files under other keys, sharing what is read."""
+        return FileBytes(self._store, {key(known): path for known, path in self._paths.items()})
+
+    def joined(self, after: FileBytes[K]) -> FileBytes[K]:
+        """These files, then `after`'s, as `{**self, **after}` would order them, without reading any."""
+        return FileBytes(self._store, {**self._paths, **after._paths})
+
+    def digests(self) -> dict[K, bytes]:
+        """Each file's content digest (only where the reader hashed: with the cache on)."""
+        return {key: self._store.digests[path] for key, path in self._paths.items()}
+
+
+class Reader:
+    """Reads the files of one run into one store. `hashing`: the cache is on, every file's digest is
+    wanted; `table`: the stat table vouching for unchanged files (None: read every file now)."""
+
+    def __init__(self, cwd: Path, hashing: bool, table: Optional[StatTable]) -> None:
+        self._cwd = cwd
+        self._hashing = hashing
+        self._table = table
+        self._store = _Store()
+        # Files whose digest the table gave: not read unless asked for.
+        self.vouched = 0
+
+    def read(self, files: Sequence[Path], real: Mapping[Path, Path]) -> tuple[FileBytes[Path], list[RunError]]:
+        """`files` (`real`: each one's real path); a file that cannot be read is left out with an error."""
+        store, table = self._store, self._table
+        paths: dict[Path, Path] = {}
+        errors: list[RunError] = []
+        stat_at = time_ns()
+        for path in files:
+            info = _regular_file_stat(path) if table is not None else None
+            key = str(real.get(path, path))
+            known = table.digest(key, info) if table is not None and info is not None else None
+            if known is not None:
+                store.digests[path] = known
+                paths[path] = path
+                self.vouched += 1
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                errors.append(_read_error(path, self._cwd, exc))
+                continue
+            store.data[path] = data
+            paths[path] = path
+            if self._hashing:
+                store.digests[path] = digest(data)
+                if table is not None and info is not None:
+                    table.record(key, info, store.digests[path], stat_at)
+        return FileBytes(store, paths), errors
+
+
+def _regular_file_stat(path: Path) -> Optional[os.stat_result]:
+    """The stat of a regular file; None otherwise or when it fails (reading it then tells why)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info if stat.S_ISREG(info.st_mode) else None
+
+
+def _read_error(path: Path, cwd: Path, exc: OSError) -> RunError:
+    shown = display_path(path, cwd)
+    if isinstance(exc, FileNotFoundError):
+        return RunError(shown, "file vanished before it could be read")
+    if isinstance(exc, IsADirectoryError):
+        return RunError(shown, "is a directory, not a Python file")
+    return RunError(shown, f"cannot read: {exc.strerror or exc}", unchecked=True)
