@@ -60,17 +60,16 @@ class RunResult:
 
 
 def run(config: Config, options: RunOptions, progress: Optional[Progress] = None) -> RunResult:
-    table = StatTable(config.root / config.cache_dir) if options.cache else None
     try:
-        return _run(config, options, progress, table)
+        return _run(config, options, progress, stat_table=True)
     except SourceChanged as changed:
         # A file the stat table vouched for changed before its bytes were asked for: start over,
         # reading every file now, as a run without the table does.
         log.debug("%s: reading every file again", changed)
-        return _run(config, options, progress, None)
+        return _run(config, options, progress, stat_table=False)
 
 
-def _run(config: Config, options: RunOptions, progress: Optional[Progress], table: Optional[StatTable]) -> RunResult:
+def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat_table: bool) -> RunResult:
     phases = Phases()
     paths = options.paths or config.include_paths
     scope = discover(paths, config.exclude, config.root)
@@ -85,6 +84,7 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], tabl
     for skipped_path, reason in scope.skipped:
         log.debug("skipped %s: %s", skipped_path, reason)
     cwd = Path.cwd()
+    table = StatTable(config.root / config.cache_dir) if options.cache and stat_table else None
     reader = Reader(cwd, options.cache, table)
     sources, read_errors = reader.read(files, scope.real)
     reading = {scope.real[path] for path in sources}
