@@ -1,7 +1,8 @@
 """Run kvlint over a set of paths and return findings; never prints.
 
-The flow: discover files, read their bytes, learn the contract, take what the
-result cache still holds for them, prefilter the rest by the selected rules'
+The flow: discover files, read their bytes (with the cache on, a file whose stat
+is unchanged since it was hashed is read only if asked for), learn the contract,
+take what the result cache still holds for them, prefilter the rest by the selected rules'
 trigger words, check the survivors (in worker processes when there are enough
 of them), then run the project-level rules once over the facts the workers
 extracted.
