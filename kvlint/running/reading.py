@@ -107,7 +107,7 @@ class Reader:
         stat_at = time_ns()
         for path in files:
             info = _regular_file_stat(path) if table is not None else None
-            key = str(real.get(path, path))
+            key = str(real.get(path) or os.path.abspath(path)) if info is not None else ""
             known = table.digest(key, info) if table is not None and info is not None else None
             if known is not None:
                 store.digests[path] = known
