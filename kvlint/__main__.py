@@ -1,3 +1,3 @@
-from kvlint.face.cli import main
+from kvlint.cli import entry
 
-main()
+entry()

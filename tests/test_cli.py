@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import kvlint.cli
 from kvlint.cli import main
 from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 
@@ -284,3 +285,28 @@ def test_real_subprocess_exit_codes(tree: Path, entry: list[str]) -> None:
     result = run("check", "nope.py")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert run("--version").stdout.startswith("kvlint 0.1.0 (distribution kvlint-tokenmajor)")
+
+
+class _Left(Exception):
+    """Raised by the stand-in for `os._exit`, carrying its status."""
+
+
+@pytest.mark.parametrize(
+    ("raised", "status", "printed"), [(None, 0, ""), (3, 3, ""), ("broken config", 1, "broken config\n")]
+)
+def test_entry_leaves_with_the_status_sys_exit_would_give(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], raised: object, status: int, printed: str
+) -> None:
+    def command() -> None:
+        print("a report")
+        raise SystemExit(raised)
+
+    def leave(code: int) -> None:
+        raise _Left(code)
+
+    monkeypatch.setattr(kvlint.cli, "main", command)
+    monkeypatch.setattr(kvlint.cli.os, "_exit", leave)
+    with pytest.raises(_Left) as left:
+        kvlint.cli.entry()
+    assert left.value.args == (status,)
+    assert capsys.readouterr() == ("a report\n", printed)
