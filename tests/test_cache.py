@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import pickle
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from kvlint.running.cache import GITIGNORE, ResultCache
 from kvlint.api.config import load_config
 from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.running.registry import rule_by_code
+from importtime import imported_libcst
 from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
@@ -222,11 +222,6 @@ def test_fix_uses_cached_results_only_for_files_with_nothing_to_fix(in_tmp: Path
     assert set(result.fixed) == {"bad.py"}
 
 
-def _imported_libcst(importtime: str) -> bool:
-    """Whether `-X importtime` lists LibCST's package or one of its modules."""
-    return re.search(r"\|\s*libcst(\.\S*)?\s*$", importtime, re.MULTILINE) is not None
-
-
 def _kvlint(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "kvlint", "check", "--format", "json", *args],
@@ -250,7 +245,7 @@ def test_two_concurrent_runs_leave_a_valid_cache(in_tmp: Path) -> None:
     assert list(path.parent.glob("*.tmp")) == []
     warm = _kvlint(in_tmp, "--jobs", "2", ".")
     assert warm.stdout == outputs[0]
-    assert not _imported_libcst(warm.stderr)
+    assert not imported_libcst(warm.stderr)
 
 
 def test_saving_reads_the_file_again_only_when_another_run_replaced_it(
@@ -278,10 +273,10 @@ def test_saving_reads_the_file_again_only_when_another_run_replaced_it(
 def test_a_warm_run_never_imports_libcst(in_tmp: Path) -> None:
     (in_tmp / "bad.py").write_text(BARE)
     cold = _kvlint(in_tmp, ".")
-    assert _imported_libcst(cold.stderr)
+    assert imported_libcst(cold.stderr)
     warm = _kvlint(in_tmp, ".")
     assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout)
-    assert not _imported_libcst(warm.stderr)
+    assert not imported_libcst(warm.stderr)
 
 
 
