@@ -51,6 +51,12 @@ def defer() -> None:
     sys.modules[_NAME] = stand_in
 
 
+def loaded() -> bool:
+    """Whether LibCST itself is imported, not a stand-in for it."""
+    module = sys.modules.get(_NAME)
+    return module is not None and not isinstance(module, _StandIn)
+
+
 def load() -> types.ModuleType:
     """LibCST itself, imported now if a stand-in held its place."""
     module = sys.modules.get(_NAME)

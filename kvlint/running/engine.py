@@ -36,6 +36,7 @@ from kvlint.running.stat_table import StatTable
 from kvlint.running.decide import unused_ignores
 from kvlint.running.project_run import Checked, ProjectRun
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
+from kvlint.running.head_start import head_start
 from kvlint.running.workers import Progress, check_all
 
 
@@ -123,6 +124,9 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
     everything = context_by_path.joined(by_path)
     content_digests = everything.digests() if options.cache else {}
     digests = content_digests
+    # A few files to check in a large tree: a worker loads LibCST while the index is built here.
+    early = head_start(by_path, partial(_answered, result_cache, digests), triggers.wanted, len(everything),
+                       options.jobs, lambda: plan().rules, contract)
     with made_to_last():
         views = helper_views(everything, contract, result_cache, digests, options.jobs)
     phases.done("index", "%d files call a helper the project index knows", len(views))
@@ -160,7 +164,7 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
         if shown_paths and shown_paths[0] in context_by_path:
             # Context files give only their project facts.
             work = [(replace(request, rules=()), data) for request, data in work if request.project_rules]
-        for (request, _data), result in zip(work, check_all(work, with_options.jobs, progress)):
+        for (request, _data), result in zip(work, check_all(work, with_options.jobs, progress, early)):
             into[request.path] = Checked(result.outcome, result.facts)
 
     # Fixing needs the whole file parsed; finding needs only the flaggable
@@ -217,6 +221,9 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
         if result.outcome is not None and result.outcome.open_suppressions:
             findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project.used.get(shown, ())))
 
+    if early is not None:
+        # Not waited for: a worker still loading LibCST for a file the cache answered ends by itself.
+        early.shutdown(wait=False, cancel_futures=True)
     if result_cache is not None:
         result_cache.save(by_path)
     if table is not None:
@@ -272,6 +279,11 @@ def run_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path
         str(cwd),
     )
     return ResultCache(config.root / config.cache_dir, key)
+
+
+def _answered(result_cache: Optional[ResultCache], digests: dict[str, bytes], shown: str) -> bool:
+    """Whether the cache holds `shown`'s result at these bytes (a file with a view misses here: it may not)."""
+    return result_cache is not None and result_cache.file(shown, digests[shown]) is not None
 
 
 def _has_fix_to_apply(outcome: Optional[FileOutcome], allowed: Optional[Applicability]) -> bool:

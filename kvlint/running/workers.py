@@ -11,7 +11,8 @@ reported alone, so the rest of the run still gets its results.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from contextlib import nullcontext
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
@@ -39,10 +40,14 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def check_all(work: list[Work], jobs: Optional[int], progress: Optional[Progress] = None) -> list[CheckResult]:
+def check_all(
+    work: list[Work], jobs: Optional[int], progress: Optional[Progress] = None, started: Optional[Executor] = None
+) -> list[CheckResult]:
+    """Each request's result, in order. `started`: a pool already started for this run
+    (`kvlint.running.head_start`), used first whatever the number of files."""
     total = len(work)
     workers = jobs if jobs is not None else default_jobs()
-    if workers <= 1 or total < MIN_FILES_FOR_WORKERS:
+    if started is None and (workers <= 1 or total < MIN_FILES_FOR_WORKERS):
         results = []
         for done, (request, data) in enumerate(work, 1):
             results.append(check_guarded(request, data))
@@ -51,9 +56,6 @@ def check_all(work: list[Work], jobs: Optional[int], progress: Optional[Progress
         return results
     slots: list[Optional[CheckResult]] = [None] * total
     finished = 0
-    # Loaded once here rather than in each worker: forked workers share it, and enough files to
-    # start workers for almost always include one LibCST parses.
-    load_libcst()
 
     def tick() -> None:
         nonlocal finished
@@ -64,6 +66,14 @@ def check_all(work: list[Work], jobs: Optional[int], progress: Optional[Progress
     # Largest files first, so one big file does not finish last on its own.
     pending = sorted(range(total), key=lambda i: -len(work[i][1]))
     isolating = False
+    if started is not None:
+        # One worker, files in submission order: if it dies, the next round finds the culprit alone.
+        pending = _run_pool(work, pending, 1, slots, tick, started)
+        isolating = bool(pending)
+    if pending:
+        # Loaded once here rather than in each worker: forked workers share it, and enough files to
+        # start workers for almost always include one LibCST parses.
+        load_libcst()
     while pending:
         broken = _run_pool(work, pending, 1 if isolating else min(workers, len(pending)), slots, tick)
         if broken and isolating:
@@ -78,12 +88,26 @@ def check_all(work: list[Work], jobs: Optional[int], progress: Optional[Progress
 
 
 def _run_pool(
-    work: list[Work], indices: list[int], workers: int, slots: list[Optional[CheckResult]], tick: Callable[[], None]
+    work: list[Work],
+    indices: list[int],
+    workers: int,
+    slots: list[Optional[CheckResult]],
+    tick: Callable[[], None],
+    started: Optional[Executor] = None,
 ) -> list[int]:
-    """Fill `slots` for `indices`; return the indices lost to a broken pool, in submission order."""
+    """Fill `slots` for `indices`; return the indices lost to a broken pool, in submission order.
+
+    `started`: the pool to use (its owner shuts it down); else one of `workers` made here.
+    """
     broken: list[int] = []
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(check_guarded, *work[i]): i for i in indices}
+    with nullcontext(started) if started is not None else ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {}
+        for i in indices:
+            try:
+                futures[pool.submit(check_guarded, *work[i])] = i
+            except BrokenProcessPool:
+                # The pool broke before this file was handed over (a worker died meanwhile).
+                broken.append(i)
         for future in as_completed(futures):
             index = futures[future]
             try:

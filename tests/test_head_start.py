@@ -1,0 +1,128 @@
+"""A worker started before the project index loads LibCST meanwhile; the few files of the run are checked there."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+import kvlint.running.checker
+import kvlint.running.head_start
+from kvlint.api.config import load_config
+from kvlint.api.contract import Contract
+from kvlint.running.engine import RunOptions, RunResult, run
+from kvlint.running.head_start import MIN_SCOPE_FILES, head_start
+from kvlint.running.registry import all_rules
+from kvlint.running.workers import MIN_FILES_FOR_WORKERS
+
+BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
+# Trigger words of KV201 and KV203, each in another function: no rule's `may_flag` keeps the file.
+CLEARED = (
+    "def pages(page_size):\n    return page_size * 2\n\n\n"
+    "def shaped(x):\n    return x.view(-1, 4)\n\n\n"
+    "def buffers(pool, layer):\n    return pool.get_key_buffer(layer.layer_id)\n"
+)
+
+needs_fork = pytest.mark.skipif(
+    multiprocessing.get_start_method() != "fork", reason="patching the checker reaches workers only through fork"
+)
+
+
+@pytest.fixture(autouse=True)
+def libcst_not_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a `kvlint` process until a rule reads LibCST (this test session has imported it)."""
+    monkeypatch.setattr(kvlint.running.head_start, "loaded", lambda: False)
+
+
+def rules() -> list[Any]:
+    return [rule for rule in all_rules() if hasattr(rule, "may_flag")]
+
+
+def started(to_check: dict[str, bytes], scope_files: int = MIN_SCOPE_FILES, jobs: Optional[int] = 2) -> bool:
+    pool = head_start(to_check, lambda _path: False, lambda _data: True, scope_files, jobs, rules, Contract())
+    if pool is None:
+        return False
+    pool.shutdown()
+    return True
+
+
+def test_a_few_files_a_rule_keeps_in_a_large_tree_get_a_head_start() -> None:
+    assert started({"bad.py": BARE.encode()})
+
+
+@pytest.mark.parametrize(
+    ("to_check", "scope_files", "jobs"),
+    [
+        ({"cleared.py": CLEARED.encode()}, MIN_SCOPE_FILES, 2),  # no rule keeps it: checked here, without LibCST
+        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES - 1, 2),  # an index this small takes less than a worker's start
+        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES, 1),  # one core
+        ({f"bad_{i}.py": BARE.encode() for i in range(MIN_FILES_FOR_WORKERS)}, MIN_SCOPE_FILES, 2),  # a pool anyway
+        ({}, MIN_SCOPE_FILES, 2),
+    ],
+)
+def test_no_head_start_where_it_cannot_pay(to_check: dict[str, bytes], scope_files: int, jobs: int) -> None:
+    assert not started(to_check, scope_files, jobs)
+
+
+def test_no_head_start_for_a_file_the_cache_answers() -> None:
+    pool = head_start({"bad.py": BARE.encode()}, lambda _path: True, lambda _data: True, MIN_SCOPE_FILES, 2, rules,
+                      Contract())
+    assert pool is None
+
+
+@pytest.fixture
+def large_tree(in_tmp: Path) -> Path:
+    for i in range(MIN_SCOPE_FILES):
+        (in_tmp / f"plain_{i:03}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    (in_tmp / "bad.py").write_text(BARE)
+    (in_tmp / "cleared.py").write_text(CLEARED)
+    return in_tmp
+
+
+def lint(*paths: str, jobs: int) -> RunResult:
+    return run(load_config(), RunOptions(paths=tuple(Path(path) for path in paths), jobs=jobs))
+
+
+def test_a_pre_commit_run_checks_in_the_head_start_worker_as_it_would_here(
+    large_tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lint(".", jobs=1)
+    (large_tree / "bad.py").write_text(BARE + "# edited\n")
+    here = lint("bad.py", "cleared.py", jobs=1)
+    (large_tree / "bad.py").write_text(BARE + "# edited again\n")
+    pools: list[Any] = []
+    real = kvlint.running.head_start.ProcessPoolExecutor
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        pools.append(real(*args, **kwargs))
+        return pools[-1]
+
+    monkeypatch.setattr(kvlint.running.head_start, "ProcessPoolExecutor", counted)
+    there = lint("bad.py", "cleared.py", jobs=2)
+    assert len(pools) == 1
+    assert [(f.path, f.code, f.line, f.column) for f in there.findings] == [("bad.py", "KV101", 2, 31)]
+    assert [f.to_json() for f in there.findings] == [f.to_json() for f in here.findings]
+    assert (there.files_parsed, there.errors) == (here.files_parsed, here.errors)
+
+
+@needs_fork
+def test_a_head_start_worker_that_dies_loses_only_its_file(large_tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (large_tree / "bad_2.py").write_text(BARE)
+    lint(".", jobs=1)
+    for name in ("bad.py", "bad_2.py"):
+        (large_tree / name).write_text(BARE + "# edited\n")
+    real = kvlint.running.checker.check_bytes
+
+    def dies_on_one_file(request: Any, data: bytes) -> Any:
+        if request.path == "bad_2.py":
+            os._exit(1)  # what a crash in native code looks like from outside
+        return real(request, data)
+
+    monkeypatch.setattr(kvlint.running.checker, "check_bytes", dies_on_one_file)
+    result = lint("bad.py", "bad_2.py", jobs=2)
+    assert [(error.path, error.internal) for error in result.errors] == [("bad_2.py", True)]
+    assert "worker process died" in result.errors[0].message
+    assert [finding.path for finding in result.findings] == ["bad.py"]
