@@ -18,6 +18,7 @@ from kvlint.api.config import load_config
 from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.running.registry import rule_by_code
 from importtime import imported_libcst
+from outcomes import run_summary
 from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
@@ -66,15 +67,6 @@ def lint(**options: Any) -> RunResult:
     return run(load_config(), RunOptions(paths=(Path("."),), **options))
 
 
-def summary(result: RunResult) -> tuple[Any, ...]:
-    return (
-        result.files_in_scope,
-        result.files_parsed,
-        [finding.to_json() for finding in result.findings],
-        [error.to_json() for error in result.errors],
-    )
-
-
 def cache_files(root: Path) -> list[Path]:
     return sorted((root / ".kvlint_cache").glob("v*/*.pickle"))
 
@@ -86,9 +78,9 @@ def test_hit_returns_the_same_result_as_the_miss(in_tmp: Path, counter: CheckCou
     assert counter.take() == 1
     warm = lint()
     assert counter.take() == 0
-    assert summary(warm) == summary(cold)
+    assert run_summary(warm) == run_summary(cold)
     assert [finding.code for finding in warm.findings] == ["KV101"]
-    assert summary(lint(cache=False)) == summary(cold)
+    assert run_summary(lint(cache=False)) == run_summary(cold)
 
 
 def test_cache_directory_ignores_itself_for_git(in_tmp: Path) -> None:
@@ -162,7 +154,7 @@ def test_a_corrupt_cache_file_is_ignored_and_rewritten(in_tmp: Path, counter: Ch
     counter.take()
     [path] = cache_files(in_tmp)
     path.write_bytes(b"\x80\x05 this is not a pickle")
-    assert summary(lint()) == summary(cold)
+    assert run_summary(lint()) == run_summary(cold)
     assert counter.take() == 1
     pickle.loads(path.read_bytes())
     lint()
@@ -174,7 +166,7 @@ def test_a_truncated_cache_file_is_ignored(in_tmp: Path) -> None:
     cold = lint()
     [path] = cache_files(in_tmp)
     path.write_bytes(path.read_bytes()[:40])
-    assert summary(lint()) == summary(cold)
+    assert run_summary(lint()) == run_summary(cold)
 
 
 @pytest.mark.parametrize("collecting", [True, False])
@@ -287,7 +279,7 @@ def test_a_project_rule_reruns_only_when_a_file_it_read_changes(in_tmp: Path, co
     cold = lint(select=("KV301",))
     assert [finding.code for finding in cold.findings] == ["KV301"]
     counter.take()
-    assert summary(lint(select=("KV301",))) == summary(cold)
+    assert run_summary(lint(select=("KV301",))) == run_summary(cold)
     assert counter.take() == 0
     (in_tmp / "builder.py").write_text(
         TBO_BUILDER.replace("    return", '    output_dict["batch_size"] = end - start\n    return')
@@ -315,7 +307,7 @@ def test_a_project_rule_is_not_run_again_for_an_edit_that_leaves_its_facts_as_th
     cold = lint(select=("KV301",))
     assert [finding.code for finding in cold.findings] == ["KV301"] and len(finished) == 1
     (in_tmp / "builder.py").write_text(TBO_BUILDER + "# reviewed\n")
-    assert summary(lint(select=("KV301",))) == summary(cold)
+    assert run_summary(lint(select=("KV301",))) == run_summary(cold)
     assert len(finished) == 1
     (in_tmp / "batch.py").write_text("# the batch\n" + TBO_BATCH)
     [moved] = lint(select=("KV301",)).findings

@@ -18,6 +18,7 @@ from kvlint.api.types import Applicability
 from kvlint.running.cache import digest
 from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.running.stat_table import RACY_NS, STAT_FILE, StatTable
+from outcomes import run_summary
 from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
@@ -60,22 +61,12 @@ def lint(*paths: str, **options: Any) -> RunResult:
     return run(load_config(), RunOptions(paths=tuple(Path(path) for path in paths) or (Path("."),), **options))
 
 
-def summary(result: RunResult) -> tuple[Any, ...]:
-    return (
-        result.files_in_scope,
-        result.files_parsed,
-        [finding.to_json() for finding in result.findings],
-        [error.to_json() for error in result.errors],
-        result.prove,
-    )
-
-
 def test_a_warm_run_reads_no_file(tree: Path, later: None, reads: list[str]) -> None:
     cold = lint(prove=True)
     reads.clear()
     warm = lint(prove=True)
     assert reads == []
-    assert summary(warm) == summary(cold) == summary(lint(prove=True, cache=False))
+    assert run_summary(warm) == run_summary(cold) == run_summary(lint(prove=True, cache=False))
     assert [finding.path for finding in warm.findings] == ["bad.py", "other.py"]
 
 
@@ -86,7 +77,7 @@ def test_a_pre_commit_run_reads_only_the_edited_file(tree: Path, later: None, re
     result = lint("bad.py")
     assert reads == ["bad.py"]
     assert result.findings == []
-    assert summary(result) == summary(lint("bad.py", cache=False))
+    assert run_summary(result) == run_summary(lint("bad.py", cache=False))
 
 
 def test_a_file_edited_at_the_same_size_with_its_mtime_set_back_is_read_again(
@@ -144,10 +135,10 @@ def test_a_damaged_table_is_ignored_and_rewritten(
     cold = lint()
     damage(tree / ".kvlint_cache" / STAT_FILE)
     reads.clear()
-    assert summary(lint()) == summary(cold)
+    assert run_summary(lint()) == run_summary(cold)
     assert len(reads) == 2 + len(CONTEXT)
     reads.clear()
-    assert summary(lint()) == summary(cold)
+    assert run_summary(lint()) == run_summary(cold)
     assert reads == []
 
 
@@ -173,7 +164,7 @@ def test_a_file_changed_after_the_table_vouched_for_it_starts_the_run_over(
     with caplog.at_level("DEBUG", logger="kvlint"):
         result = lint("bad.py")
     assert "ctx_1.py changed while kvlint ran: reading every file again" in caplog.text
-    assert summary(result) == summary(lint("bad.py", cache=False))
+    assert run_summary(result) == run_summary(lint("bad.py", cache=False))
     assert [finding.path for finding in lint().findings] == ["bad.py", "ctx_1.py", "other.py"]
 
 
@@ -194,7 +185,7 @@ def test_a_context_file_gone_before_its_bytes_are_asked_for_is_left_out_as_befor
     with caplog.at_level("DEBUG", logger="kvlint"):
         result = lint("bad.py")
     assert "ctx_2.py could not be read again" in caplog.text
-    assert summary(result) == summary(lint("bad.py", cache=False))
+    assert run_summary(result) == run_summary(lint("bad.py", cache=False))
 
 
 def test_fix_reads_the_file_it_rewrites_from_a_warm_tree(tree: Path, later: None) -> None:
