@@ -310,3 +310,18 @@ def test_entry_leaves_with_the_status_sys_exit_would_give(
         kvlint.cli.entry()
     assert left.value.args == (status,)
     assert capsys.readouterr() == ("a report\n", printed)
+
+
+def test_entry_exits_normally_under_a_profiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    def command() -> None:
+        raise SystemExit(1)
+
+    def leave(code: int) -> None:
+        raise AssertionError("os._exit under a profiler: its report would be lost")
+
+    monkeypatch.setattr(kvlint.cli, "main", command)
+    monkeypatch.setattr(kvlint.cli.os, "_exit", leave)
+    monkeypatch.setattr(kvlint.cli.sys, "getprofile", lambda: object())
+    with pytest.raises(SystemExit) as stop:
+        kvlint.cli.entry()
+    assert stop.value.code == 1
