@@ -215,7 +215,8 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
         produced = [finding for finding in produced if finding.path in by_path or finding.path not in everything]
         findings.extend(produced)
         phases.done("project", "%s: %d findings (%s)", code, len(produced), project.answered_by)
-    proved = (prove_scope(config, contract, by_path, everything, config_paths, paths, findings, result_cache, content_digests)
+    proved = (prove_scope(config, contract, by_path, everything, config_paths, paths, findings, result_cache,
+                          content_digests)
               if options.prove or config.prove else None)
     for shown, result in checked.items():
         if result.outcome is not None and result.outcome.open_suppressions:
