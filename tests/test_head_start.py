@@ -11,6 +11,7 @@ import pytest
 
 import kvlint.running.checker
 import kvlint.running.head_start
+import kvlint.running.workers
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
 from kvlint.running.engine import RunOptions, RunResult, run
@@ -126,3 +127,21 @@ def test_a_head_start_worker_that_dies_loses_only_its_file(large_tree: Path, mon
     assert [(error.path, error.internal) for error in result.errors] == [("bad_2.py", True)]
     assert "worker process died" in result.errors[0].message
     assert [finding.path for finding in result.findings] == ["bad.py"]
+
+
+def test_nothing_forks_beside_the_head_start_while_its_pool_runs(
+    large_tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Forking beside a pool's thread risks a child holding a lock no thread will release.
+    lint(".", jobs=1)
+    for i in range(kvlint.running.workers.MIN_FILES_FOR_WORKERS + 2):
+        # Summaries the index must make again, enough for a pool of its own.
+        (large_tree / f"plain_{i:03}.py").write_text(f"def f{i}(x):\n    return x.get_key_buffer({i})\n")
+    (large_tree / "bad.py").write_text(BARE + "# edited\n")
+
+    def no_pool(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("a pool forked beside the head start's")
+
+    monkeypatch.setattr(kvlint.running.workers, "ProcessPoolExecutor", no_pool)
+    result = lint("bad.py", jobs=2)
+    assert [(f.path, f.code) for f in result.findings] == [("bad.py", "KV101")]

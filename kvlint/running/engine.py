@@ -128,7 +128,8 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
     early = head_start(by_path, partial(_answered, result_cache, digests), triggers.wanted, len(everything),
                        options.jobs, lambda: plan().rules, contract)
     with made_to_last():
-        views = helper_views(everything, contract, result_cache, digests, options.jobs)
+        # Summaries are made here while the head start's pool runs: no fork beside its thread.
+        views = helper_views(everything, contract, result_cache, digests, 1 if early is not None else options.jobs)
     phases.done("index", "%d files call a helper the project index knows", len(views))
     digests = {shown: with_view(content, views.get(shown)) for shown, content in digests.items()}
 

@@ -70,6 +70,9 @@ def check_all(
         # One worker, files in submission order: if it dies, the next round finds the culprit alone.
         pending = _run_pool(work, pending, 1, slots, tick, started)
         isolating = bool(pending)
+        if pending:
+            # Broken: its thread ends before another pool forks.
+            started.shutdown(wait=True)
     if pending:
         # Loaded once here rather than in each worker: forked workers share it, and enough files to
         # start workers for almost always include one LibCST parses.
