@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
@@ -15,7 +16,7 @@ import kvlint.running.workers
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
 from kvlint.running.engine import RunOptions, RunResult, run
-from kvlint.running.head_start import MIN_SCOPE_FILES, head_start
+from kvlint.running.head_start import MIN_SCOPE_FILES, HeadStart, head_start
 from kvlint.running.registry import all_rules
 from kvlint.running.workers import MIN_FILES_FOR_WORKERS
 
@@ -42,11 +43,13 @@ def rules() -> list[Any]:
     return [rule for rule in all_rules() if hasattr(rule, "may_flag")]
 
 
-def started(to_check: dict[str, bytes], scope_files: int = MIN_SCOPE_FILES, jobs: Optional[int] = 2) -> bool:
-    pool = head_start(to_check, lambda _path: False, lambda _data: True, scope_files, jobs, rules, Contract())
-    if pool is None:
+def started(
+    to_check: dict[str, bytes], scope_files: int = MIN_SCOPE_FILES, jobs: Optional[int] = 2, warm: bool = True
+) -> bool:
+    early = head_start(to_check, lambda _path: False, lambda _data: True, scope_files, warm, jobs, rules, Contract())
+    if early is None:
         return False
-    pool.shutdown()
+    early.close()
     return True
 
 
@@ -55,23 +58,32 @@ def test_a_few_files_a_rule_keeps_in_a_large_tree_get_a_head_start() -> None:
 
 
 @pytest.mark.parametrize(
-    ("to_check", "scope_files", "jobs"),
+    ("to_check", "scope_files", "jobs", "warm"),
     [
-        ({"cleared.py": CLEARED.encode()}, MIN_SCOPE_FILES, 2),  # no rule keeps it: checked here, without LibCST
-        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES - 1, 2),  # an index this small takes less than a worker's start
-        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES, 1),  # one core
-        ({f"bad_{i}.py": BARE.encode() for i in range(MIN_FILES_FOR_WORKERS)}, MIN_SCOPE_FILES, 2),  # a pool anyway
-        ({}, MIN_SCOPE_FILES, 2),
+        ({"cleared.py": CLEARED.encode()}, MIN_SCOPE_FILES, 2, True),  # no rule keeps it: checked here, without LibCST
+        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES - 1, 2, True),  # an index this small takes less than a start
+        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES, 1, True),  # one core
+        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES, 2, False),  # a cold cache: the index wants every core
+        ({f"bad_{i}.py": BARE.encode() for i in range(MIN_FILES_FOR_WORKERS)}, MIN_SCOPE_FILES, 2, True),  # a pool
+        ({}, MIN_SCOPE_FILES, 2, True),
     ],
 )
-def test_no_head_start_where_it_cannot_pay(to_check: dict[str, bytes], scope_files: int, jobs: int) -> None:
-    assert not started(to_check, scope_files, jobs)
+def test_no_head_start_where_it_cannot_pay(to_check: dict[str, bytes], scope_files: int, jobs: int, warm: bool) -> None:
+    assert not started(to_check, scope_files, jobs, warm)
+
+
+def test_a_batch_for_every_core_closes_the_head_start_for_good() -> None:
+    early = HeadStart(ProcessPoolExecutor(max_workers=1))
+    assert early.pool_for(1) is not None
+    # Closed before any pool of every core forks: it would fork beside this pool's thread.
+    assert early.pool_for(MIN_FILES_FOR_WORKERS) is None
+    assert early.pool_for(1) is None
 
 
 def test_no_head_start_for_a_file_the_cache_answers() -> None:
-    pool = head_start({"bad.py": BARE.encode()}, lambda _path: True, lambda _data: True, MIN_SCOPE_FILES, 2, rules,
-                      Contract())
-    assert pool is None
+    early = head_start({"bad.py": BARE.encode()}, lambda _path: True, lambda _data: True, MIN_SCOPE_FILES, True, 2,
+                       rules, Contract())
+    assert early is None
 
 
 @pytest.fixture
@@ -84,7 +96,7 @@ def large_tree(in_tmp: Path) -> Path:
 
 
 def lint(*paths: str, jobs: int) -> RunResult:
-    return run(load_config(), RunOptions(paths=tuple(Path(path) for path in paths), jobs=jobs))
+    return run(load_config(), RunOptions(paths=tuple(Path(path) for path in paths), jobs=jobs, cache=True))
 
 
 def test_a_pre_commit_run_checks_in_the_head_start_worker_as_it_would_here(

@@ -164,6 +164,10 @@ class ResultCache:
             self._summaries[path] = pickle.loads(entry[1])
         return self._summaries[path]
 
+    def holds_summaries(self) -> bool:
+        """Whether an earlier run under this key left the project index's summaries (a warm cache)."""
+        return bool(self._contents.summaries)
+
     def store_summary(self, path: str, content_digest: bytes, summary: Any) -> None:
         self._contents.summaries[path] = (content_digest, pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL))
         self._summaries[path] = summary

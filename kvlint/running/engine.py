@@ -126,7 +126,8 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
     digests = content_digests
     # A few files to check in a large tree: a worker loads LibCST while the index is built here.
     early = head_start(by_path, partial(_answered, result_cache, digests), triggers.wanted, len(everything),
-                       options.jobs, lambda: plan().rules, contract)
+                       result_cache is not None and result_cache.holds_summaries(), options.jobs,
+                       lambda: plan().rules, contract)
     with made_to_last():
         # Summaries are made here while the head start's pool runs: no fork beside its thread.
         views = helper_views(everything, contract, result_cache, digests, 1 if early is not None else options.jobs)
@@ -165,7 +166,8 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
         if shown_paths and shown_paths[0] in context_by_path:
             # Context files give only their project facts.
             work = [(replace(request, rules=()), data) for request, data in work if request.project_rules]
-        for (request, _data), result in zip(work, check_all(work, with_options.jobs, progress, early)):
+        started = early.pool_for(len(work)) if early is not None else None
+        for (request, _data), result in zip(work, check_all(work, with_options.jobs, progress, started)):
             into[request.path] = Checked(result.outcome, result.facts)
 
     # Fixing needs the whole file parsed; finding needs only the flaggable
@@ -224,8 +226,7 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
             findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project.used.get(shown, ())))
 
     if early is not None:
-        # Not waited for: a worker still loading LibCST for a file the cache answered ends by itself.
-        early.shutdown(wait=False, cancel_futures=True)
+        early.close()
     if result_cache is not None:
         result_cache.save(by_path)
     if table is not None:
