@@ -67,6 +67,21 @@ def test_a_seed_word_counts_anywhere_in_the_bytes_and_is_read_once_per_content(
     assert read == [edited["plain.py"]]
 
 
+def test_reading_every_file_at_once_reads_only_what_the_cache_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = ResultCache(tmp_path, "key")
+    index(SOURCES, cache).read_all(jobs=1)
+    edited = {**SOURCES, "longer.py": b"loc = first(fb)\n"}
+    expected = (index(edited).calling({"first"}), index(edited).seeded())
+    read = _count_reads(monkeypatch)
+    words = index(edited, cache)
+    words.read_all(jobs=1)
+    assert read == [b"loc = first(fb)\n"]
+    assert (words.calling({"first"}), words.seeded()) == expected
+    assert read == [b"loc = first(fb)\n"], "what read_all read is not read again"
+
+
 def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """The bytes `read_words` reads from here on."""
     read: list[bytes] = []

@@ -133,3 +133,30 @@ def test_a_file_is_checked_with_the_collector_paused_and_handed_back_on(monkeypa
     request = CheckRequest(path="m.py", rules=(), contract=Contract())
     kvlint.running.workers.check_guarded(request, b"x = 1\n")
     assert seen == [False] and gc.isenabled()
+
+
+@needs_fork
+def test_map_shared_hands_workers_nothing_but_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = {f"f{i}.py": b"x" * i for i in range(kvlint.running.workers.MIN_KEYS_TO_SHARE + 10)}
+    pools: list[Any] = []
+    real = kvlint.running.workers.ProcessPoolExecutor
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        pools.append(real(*args, **kwargs))
+        return pools[-1]
+
+    monkeypatch.setattr(kvlint.running.workers, "ProcessPoolExecutor", counted)
+    keys = sorted(data, reverse=True)
+    # A lambda cannot be pickled: the workers find it, and the bytes, in the memory they inherit.
+    assert kvlint.running.workers.map_shared(lambda text: len(text), keys, data, jobs=2) == [len(data[k]) for k in keys]
+    assert len(pools) == 1
+
+
+def test_map_shared_stays_here_without_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_pool(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("a pool was started where workers cannot inherit the data")
+
+    monkeypatch.setattr(kvlint.running.workers, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr(kvlint.running.workers.multiprocessing, "get_start_method", lambda: "spawn")
+    data = {i: bytes(i % 7) for i in range(kvlint.running.workers.MIN_KEYS_TO_SHARE + 10)}
+    assert kvlint.running.workers.map_shared(len, list(data), data, jobs=2) == [i % 7 for i in data]

@@ -37,7 +37,7 @@ from kvlint.running.decide import unused_ignores
 from kvlint.running.project_run import Checked, ProjectRun
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
 from kvlint.running.head_start import head_start
-from kvlint.running.workers import Progress, check_all
+from kvlint.running.workers import Progress, check_all, map_shared
 
 
 @dataclass
@@ -152,7 +152,9 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
         phases.done("cache", "%d of %d files answered by the cache", len(by_path) - len(misses), len(by_path))
     for shown in misses:
         checked[shown] = Checked(None)
-    wanted = [shown for shown in misses if triggers.wanted(by_path[shown]) or shown in views]
+    # In forked workers where there are many files (not beside a head start's pool: no fork by its thread).
+    holding = map_shared(triggers.wanted, misses, by_path, 1 if early is not None else options.jobs)
+    wanted = [shown for shown, holds in zip(misses, holding) if holds or shown in views]
     phases.done(
         "prefilter", "%d files hold a selected rule's trigger words; %d do not and are not parsed",
         len(wanted), len(misses) - len(wanted),

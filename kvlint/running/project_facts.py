@@ -85,6 +85,7 @@ def _views(
     jobs: Optional[int],
 ) -> dict[str, HelperFacts]:
     words = WordIndex(sources, result_cache, digests, seed_words(contract))
+    words.read_all(jobs)
     seeded = words.seeded()
     reader = _SummaryReader(sources, contract, result_cache, digests, jobs)
     # The first round reads every seeded file.
