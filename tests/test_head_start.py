@@ -19,6 +19,7 @@ from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.running.head_start import MIN_SCOPE_FILES, HeadStart, head_start
 from kvlint.running.registry import all_rules
 from kvlint.running.workers import MIN_FILES_FOR_WORKERS
+from pools import counted_pools
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
 # Trigger words of KV201 and KV203, each in another function: no rule's `may_flag` keeps the file.
@@ -106,14 +107,7 @@ def test_a_pre_commit_run_checks_in_the_head_start_worker_as_it_would_here(
     (large_tree / "bad.py").write_text(BARE + "# edited\n")
     here = lint("bad.py", "cleared.py", jobs=1)
     (large_tree / "bad.py").write_text(BARE + "# edited again\n")
-    pools: list[Any] = []
-    real = kvlint.running.head_start.ProcessPoolExecutor
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        pools.append(real(*args, **kwargs))
-        return pools[-1]
-
-    monkeypatch.setattr(kvlint.running.head_start, "ProcessPoolExecutor", counted)
+    pools = counted_pools(monkeypatch, kvlint.running.head_start)
     there = lint("bad.py", "cleared.py", jobs=2)
     assert len(pools) == 1
     assert [(f.path, f.code, f.line, f.column) for f in there.findings] == [("bad.py", "KV101", 2, 31)]

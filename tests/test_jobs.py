@@ -18,6 +18,7 @@ from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
 from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.running.plan import CheckRequest
+from pools import counted_pools
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
 # The memory pools and the batch: hazards of every rule family, small enough to check twice in a test.
@@ -138,14 +139,7 @@ def test_a_file_is_checked_with_the_collector_paused_and_handed_back_on(monkeypa
 @needs_fork
 def test_map_shared_hands_workers_nothing_but_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     data = {f"f{i}.py": b"x" * i for i in range(kvlint.running.workers.MIN_KEYS_TO_SHARE + 10)}
-    pools: list[Any] = []
-    real = kvlint.running.workers.ProcessPoolExecutor
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        pools.append(real(*args, **kwargs))
-        return pools[-1]
-
-    monkeypatch.setattr(kvlint.running.workers, "ProcessPoolExecutor", counted)
+    pools = counted_pools(monkeypatch, kvlint.running.workers)
     keys = sorted(data, reverse=True)
     # A lambda cannot be pickled: the workers find it, and the bytes, in the memory they inherit.
     assert kvlint.running.workers.map_shared(lambda text: len(text), keys, data, jobs=2) == [len(data[k]) for k in keys]
