@@ -30,6 +30,7 @@ MIN_FILES_FOR_WORKERS = 8
 
 # Below this many keys, `map_shared` starting a pool costs more than it saves.
 MIN_KEYS_TO_SHARE = 256
+# Keys per task: few round trips, yet shares even enough that no worker finishes long after the other.
 _SHARED_CHUNK = 64
 # What `map_shared`'s forked workers find in the memory they inherit: (function, data).
 _SHARED: Optional[tuple[Callable[[Any], Any], Mapping[Any, Any]]] = None
