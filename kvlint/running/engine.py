@@ -123,16 +123,16 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
     phases.done("rules", "%d selected rules' trigger words (%s)", len(triggers.groups), rules_from)
     everything = context_by_path.joined(by_path)
     content_digests = everything.digests() if options.cache else {}
-    digests = content_digests
     # A few files to check in a large tree: a worker loads LibCST while the index is built here.
-    early = head_start(by_path, partial(_answered, result_cache, digests), triggers.wanted, len(everything),
+    early = head_start(by_path, partial(_answered, result_cache, content_digests), triggers.wanted, len(everything),
                        result_cache is not None and result_cache.holds_summaries(), options.jobs,
                        lambda: plan().rules, contract)
+    # Work spread over every core until the checks: none forks beside the head start's pool thread.
+    spread_jobs = 1 if early is not None else options.jobs
     with made_to_last():
-        # Summaries are made here while the head start's pool runs: no fork beside its thread.
-        views = helper_views(everything, contract, result_cache, digests, 1 if early is not None else options.jobs)
+        views = helper_views(everything, contract, result_cache, content_digests, spread_jobs)
     phases.done("index", "%d files call a helper the project index knows", len(views))
-    digests = {shown: with_view(content, views.get(shown)) for shown, content in digests.items()}
+    digests = {shown: with_view(content, views.get(shown)) for shown, content in content_digests.items()}
 
     checked: dict[str, Checked] = {}
     # Files the cache says have a fix to apply go straight to the fixing pass.
@@ -152,8 +152,7 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
         phases.done("cache", "%d of %d files answered by the cache", len(by_path) - len(misses), len(by_path))
     for shown in misses:
         checked[shown] = Checked(None)
-    # In forked workers where there are many files (not beside a head start's pool: no fork by its thread).
-    holding = map_shared(triggers.wanted, misses, by_path, 1 if early is not None else options.jobs)
+    holding = map_shared(triggers.wanted, misses, by_path, spread_jobs)
     wanted = [shown for shown, holds in zip(misses, holding) if holds or shown in views]
     phases.done(
         "prefilter", "%d files hold a selected rule's trigger words; %d do not and are not parsed",
