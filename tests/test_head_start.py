@@ -16,9 +16,10 @@ import kvlint.running.workers
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
 from kvlint.running.engine import RunOptions, RunResult, run
+from kvlint.running.plan import CheckRequest
 from kvlint.running.head_start import MIN_SCOPE_FILES, HeadStart, head_start
 from kvlint.running.registry import all_rules
-from kvlint.running.workers import MIN_FILES_FOR_WORKERS
+from kvlint.running.workers import MIN_FILES_FOR_WORKERS, Work
 from pools import counted_pools
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
@@ -44,11 +45,15 @@ def rules() -> list[Any]:
     return [rule for rule in all_rules() if hasattr(rule, "may_flag")]
 
 
+def requests(paths: list[str]) -> list[Work]:
+    return []
+
+
 def started(
     to_check: dict[str, bytes], scope_files: int = MIN_SCOPE_FILES, jobs: Optional[int] = 2, warm: bool = True
 ) -> bool:
-    early = head_start(to_check, lambda _path: False, lambda _data: True, scope_files, warm, jobs, rules, Contract())
-    if early is None:
+    early = head_start(to_check, lambda _path: False, lambda _data: True, scope_files, warm, jobs)
+    if early is None or not early.parse_ahead(rules(), Contract(), requests):
         return False
     early.close()
     return True
@@ -73,8 +78,17 @@ def test_no_head_start_where_it_cannot_pay(to_check: dict[str, bytes], scope_fil
     assert not started(to_check, scope_files, jobs, warm)
 
 
+def test_a_file_no_rule_keeps_lets_the_worker_go_before_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    pools = counted_pools(monkeypatch, kvlint.running.head_start)
+    early = head_start({"cleared.py": CLEARED.encode()}, lambda _path: False, lambda _data: True, MIN_SCOPE_FILES,
+                       True, 2)
+    assert early is not None and len(pools) == 1
+    assert not early.parse_ahead(rules(), Contract(), requests)
+    assert early.pool_for(1) is None
+
+
 def test_a_batch_for_every_core_closes_the_head_start_for_good() -> None:
-    early = HeadStart(ProcessPoolExecutor(max_workers=1))
+    early = HeadStart(ProcessPoolExecutor(max_workers=1), {})
     assert early.pool_for(1) is not None
     # Closed before any pool of every core forks: it would fork beside this pool's thread.
     assert early.pool_for(MIN_FILES_FOR_WORKERS) is None
@@ -82,8 +96,7 @@ def test_a_batch_for_every_core_closes_the_head_start_for_good() -> None:
 
 
 def test_no_head_start_for_a_file_the_cache_answers() -> None:
-    early = head_start({"bad.py": BARE.encode()}, lambda _path: True, lambda _data: True, MIN_SCOPE_FILES, True, 2,
-                       rules, Contract())
+    early = head_start({"bad.py": BARE.encode()}, lambda _path: True, lambda _data: True, MIN_SCOPE_FILES, True, 2)
     assert early is None
 
 
@@ -151,3 +164,31 @@ def test_nothing_forks_beside_the_head_start_while_its_pool_runs(
     monkeypatch.setattr(kvlint.running.workers, "ProcessPoolExecutor", no_pool)
     result = lint("bad.py", jobs=2)
     assert [(f.path, f.code) for f in result.findings] == [("bad.py", "KV101")]
+
+
+def test_the_worker_parses_ahead_what_the_check_then_finds_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Three functions, one the rules keep: the check parses a skeleton, and finds it parsed ahead.
+    data = (CLEARED + "\n\n" + BARE).encode()
+    request = CheckRequest("bad.py", tuple(rules()), Contract())
+    expected = kvlint.running.checker.check_bytes(request, data)
+    kvlint.running.head_start._parse_ahead([(request, data)])
+    assert len(kvlint.running.checker._PARSED_AHEAD) == len(kvlint.running.checker._TREES_AHEAD) == 1
+
+    def no_parse(*_args: Any) -> Any:
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(kvlint.running.checker.cst, "parse_module", no_parse)
+    monkeypatch.setattr(kvlint.running.checker, "python_tree", no_parse)
+    assert kvlint.running.checker.check_bytes(request, data) == expected
+    assert not kvlint.running.checker._PARSED_AHEAD and not kvlint.running.checker._TREES_AHEAD
+
+
+def test_a_check_whose_text_differs_from_the_one_parsed_ahead_parses_its_own() -> None:
+    # The index's facts can keep more of a file than the rules' own words: another text, parsed again.
+    request = CheckRequest("bad.py", tuple(rules()), Contract())
+    kvlint.running.checker.parse_ahead(request, (CLEARED + "\n\n" + BARE).encode())
+    other = (CLEARED + "\n\n" + BARE + "# edited after\n").encode()
+    outcome = kvlint.running.checker.check_bytes(request, other).outcome
+    assert [(f.code, f.line) for f in outcome.findings] == [("KV101", 14)]
+    kvlint.running.checker._PARSED_AHEAD.clear()
+    kvlint.running.checker._TREES_AHEAD.clear()

@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 
 
 
+# What `parse_ahead` parsed, for the check that asks next: CPython's tree by the file's bytes,
+# LibCST's by the exact bytes it parsed (a skeleton's, most often).
+_TREES_AHEAD: dict[bytes, ast.Module] = {}
+_PARSED_AHEAD: dict[bytes, cst.Module] = {}
+
+
 @dataclass(frozen=True)
 class CheckResult:
     outcome: FileOutcome
@@ -40,7 +46,7 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     oversized = too_large(data)
     if oversized is not None:
         return CheckResult(FileOutcome(request.path, False, errors=(RunError(request.path, oversized, unchecked=True),)))
-    tree = python_tree(data, request.path)
+    tree = _TREES_AHEAD.pop(data, None) or python_tree(data, request.path)
     if isinstance(tree, Unparsable):
         return _syntax_error(request.path, tree.line, tree.column, tree.message)
     facts, errors = _project_facts(request, data, tree)
@@ -81,6 +87,27 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     return CheckResult(outcome, facts)
 
 
+def parse_ahead(request: CheckRequest, data: bytes) -> None:
+    """Parse with LibCST, in this process, what `check_bytes(request, data)` would parse, for a later check.
+
+    The check finds the tree when it parses the very same bytes: it may not, when the request it
+    gets differs (the project index's helper facts keep more functions of the file).
+    """
+    if too_large(data) is not None:
+        return
+    tree = python_tree(data, request.path)
+    if isinstance(tree, Unparsable):
+        return
+    _TREES_AHEAD[data] = tree
+    request = _rules_that_may_flag(request, data, tree)
+    if not request.rules or too_deep(tree) is not None:
+        return
+    parsed = _source_to_parse(request, data, tree)
+    module = _libcst_module(request.path, parsed)
+    if isinstance(module, cst.Module):
+        _PARSED_AHEAD[parsed] = module
+
+
 def _rules_that_may_flag(request: CheckRequest, data: bytes, tree: ast.Module) -> CheckRequest:
     """`request` without the rules CPython's tree shows cannot flag the file."""
     names = frozenset(word.decode() for word in helper_words(request.helpers))
@@ -97,6 +124,9 @@ def _may_flag(rule: type[Rule], data: bytes, tree: ast.Module, contract: Contrac
 
 def _libcst_module(path: str, parsed: bytes) -> cst.Module | Finding:
     """LibCST's tree of `parsed`, or the KV000 finding saying why there is none."""
+    ahead = _PARSED_AHEAD.pop(parsed, None)
+    if ahead is not None:
+        return ahead
     try:
         return cst.parse_module(parsed)
     except cst.ParserSyntaxError as exc:
