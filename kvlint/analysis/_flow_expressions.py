@@ -1,22 +1,33 @@
-"""The expression half of the data flow: name reads and walrus bindings, in evaluation order."""
+"""The expression half of the data flow: name reads and walrus bindings, in evaluation order.
+
+Not a `CSTVisitor`: LibCST's `visit` rebuilds every node it passes through (a new node, validated,
+for each one), which made this walk most of the data flow's cost. Children are read with
+`code_children`, in field order, which is evaluation order for every expression node but the two
+visited here by hand: a keyword argument (its keyword is no read) and `a if test else b`.
+"""
 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Iterable, Optional, Union, cast
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Union, cast
 
 import libcst as cst
 
 from kvlint.analysis._flow_model import copy_env, merge
 from kvlint.analysis._flow_targets import for_clauses, names_in, params
+from kvlint.analysis.walk import code_children
 
 if TYPE_CHECKING:
     from kvlint.analysis.dataflow import _Walker
 
-_Comprehension = Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]
+# A string: the rules import this module before LibCST is loaded (`kvlint.running.deferred_libcst`).
+_Comprehension = Union["cst.ListComp", "cst.SetComp", "cst.GeneratorExp", "cst.DictComp"]
+_Visit = Callable[["ExpressionWalker", "cst.CSTNode"], None]
+# The `visit_<node class>` method for each node class, None where the children are walked alike.
+_VISITS: dict[type, Optional[_Visit]] = {}
 
 
-class ExpressionWalker(cst.CSTVisitor):
+class ExpressionWalker:
     """Records name reads and walrus bindings inside one expression, in evaluation order."""
 
     def __init__(self, walker: _Walker) -> None:
@@ -24,76 +35,81 @@ class ExpressionWalker(cst.CSTVisitor):
         # file's LibCST tree, alive until the collector's next pass.
         self.walker = cast("_Walker", weakref.proxy(walker))
 
-    def visit_Name(self, node: cst.Name) -> bool:
+    def walk(self, node: cst.CSTNode) -> None:
+        kind = type(node)
+        try:
+            visit = _VISITS[kind]
+        except KeyError:
+            visit = _VISITS[kind] = getattr(ExpressionWalker, f"visit_{kind.__name__}", None)
+        if visit is not None:
+            visit(self, node)
+            return
+        for child in code_children(node):
+            self.walk(child)
+
+    def visit_Name(self, node: cst.Name) -> None:
         self.walker.use(node)
-        return False
 
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
+    def visit_Attribute(self, node: cst.Attribute) -> None:
         # `.attr` is not a variable read.
-        node.value.visit(self)
-        return False
+        self.walk(node.value)
 
-    def visit_Arg(self, node: cst.Arg) -> bool:
+    def visit_Arg(self, node: cst.Arg) -> None:
         # A keyword's name is not a variable read.
-        node.value.visit(self)
-        return False
+        self.walk(node.value)
 
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
-        node.value.visit(self)
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self.walk(node.value)
         self.walker.bind(node.target, "walrus", value=node.value, source=node.value)
-        return False
 
-    def visit_IfExp(self, node: cst.IfExp) -> bool:
-        node.test.visit(self)
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self.walk(node.test)
         self._either(node.body, node.orelse)
-        return False
 
-    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> bool:
-        node.left.visit(self)
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        self.walk(node.left)
         self._either(node.right, None)
-        return False
 
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
+    def visit_Lambda(self, node: cst.Lambda) -> None:
         for param in params(node.params):
             if param.default is not None:
-                param.default.visit(self)
-        return False
+                self.walk(param.default)
 
-    def visit_ListComp(self, node: cst.ListComp) -> bool:
-        return self._comprehension(node, (node.elt,))
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._comprehension(node, (node.elt,))
 
-    def visit_SetComp(self, node: cst.SetComp) -> bool:
-        return self._comprehension(node, (node.elt,))
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self._comprehension(node, (node.elt,))
 
-    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> bool:
-        return self._comprehension(node, (node.elt,))
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._comprehension(node, (node.elt,))
 
-    def visit_DictComp(self, node: cst.DictComp) -> bool:
-        return self._comprehension(node, (node.key, node.value))
+    def visit_DictComp(self, node: cst.DictComp) -> None:
+        self._comprehension(node, (node.key, node.value))
 
     def _either(self, first: cst.BaseExpression, second: Optional[cst.BaseExpression]) -> None:
         """Evaluate one of two branches (a missing one does nothing) and merge."""
         before = copy_env(self.walker.env)
-        first.visit(self)
+        self.walk(first)
         after_first = self.walker.env
         self.walker.env = before
         if second is not None:
-            second.visit(self)
+            self.walk(second)
         self.walker.env = merge(after_first, self.walker.env)
 
-    def _comprehension(self, node: _Comprehension, results: Iterable[cst.BaseExpression]) -> bool:
+    def _comprehension(self, node: _Comprehension, results: Iterable[cst.BaseExpression]) -> None:
         """Comprehension targets live in their own scope; a walrus inside still binds here."""
         walker = self.walker
         targets = {name for clause in for_clauses(node.for_in) for name in names_in(clause.target)}
         saved = {name: walker.env.get(name) for name in targets} if walker.env is not None else {}
         local_before = set(walker.flow._local_names)
         for clause in for_clauses(node.for_in):
-            clause.iter.visit(self)
+            self.walk(clause.iter)
             walker.bind(clause.target, "for", source=clause.iter)
             for condition in clause.ifs:
-                condition.test.visit(self)
+                self.walk(condition.test)
         for result in results:
-            result.visit(self)
+            self.walk(result)
         if walker.env is not None:
             for name in targets:
                 previous = saved.get(name)
@@ -102,4 +118,3 @@ class ExpressionWalker(cst.CSTVisitor):
                 else:
                     walker.env[name] = previous
         walker.flow._local_names = local_before | (walker.flow._local_names - targets)
-        return False

@@ -1,8 +1,7 @@
 """The names a binding target, a parameter list or a `case` pattern binds, read off LibCST nodes.
 
-Kept apart from `ExpressionWalker` (`kvlint.analysis._flow_expressions`), a `CSTVisitor` subclass
-whose class statement loads LibCST: the data flow imports these with the rules, and LibCST waits
-until a rule reads a tree (`kvlint.running.deferred_libcst`).
+Shared by the data flow's statement walker (`kvlint.analysis.dataflow`) and its expression walker
+(`kvlint.analysis._flow_expressions`).
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from typing import Callable, Optional, Sequence, Union
 
 import libcst as cst
 
+from kvlint.analysis._flow_expressions import ExpressionWalker
 from kvlint.analysis._flow_targets import captures, names_in, params
 from kvlint.analysis._flow_model import DEFINITION_KINDS, Definition, Defs, Env, copy_env, merge
 from kvlint.api.rule import FileContext
@@ -105,10 +106,6 @@ class _Walker:
         self._loops: list[_Loop] = []
         # States seen inside each enclosing `try` body, for its handlers.
         self._try_states: list[list[Env]] = []
-        # Imported here: the walker's class subclasses LibCST's visitor, and the rules import this
-        # module without loading LibCST (`kvlint.running.deferred_libcst`).
-        from kvlint.analysis._flow_expressions import ExpressionWalker
-
         self._expressions = ExpressionWalker(self)
 
     # -- definitions --------------------------------------------------------
@@ -158,7 +155,7 @@ class _Walker:
 
     def expression(self, node: Optional[cst.CSTNode]) -> None:
         if node is not None:
-            node.visit(self._expressions)
+            self._expressions.walk(node)
 
     # -- statements ---------------------------------------------------------
 
