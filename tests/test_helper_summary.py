@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import pickle
 from typing import Iterator
 
 from kvlint.analysis.helper_summary import summarize
@@ -69,3 +70,46 @@ def test_the_walk_keeps_the_order_of_a_walk_over_iter_child_nodes() -> None:
     store = summarize(tree, "m", False, Contract()).functions["store"]
     assert [ret.line for ret in store.returns] == expected_returns
     assert [use.line for use in store.uses if use.door or use.callee == ("name", "helper")] == expected_calls
+
+
+# A helper called in two classes and a module function, straight into a door's loc and not.
+CALLS = """\
+def loc(fb):
+    return helper(fb)
+
+
+class A:
+    def write(self, pool, layer, fb, k, v):
+        pool.set_kv_buffer(layer, self._loc(fb), k, v)
+        pool.set_kv_buffer(layer, helper(fb), k, v)
+
+
+class B:
+    def write(self, pool, layer, fb, k, v):
+        pool.set_kv_buffer(layer, self._loc(fb), k, v)
+        return helper(fb)
+"""
+
+
+def test_call_uses_say_whether_every_call_of_a_spelling_is_a_doors_loc() -> None:
+    summary = summarize(ast.parse(CALLS), "m", False, Contract())
+    assert summary.call_uses == {
+        ("", ("name", "helper")): False,
+        ("A", ("self", "_loc")): True,
+        ("B", ("self", "_loc")): True,
+        ("", ("attr", "pool", "set_kv_buffer")): False,
+    }
+
+
+def test_a_files_summary_holds_each_call_spelling_once_also_when_loaded_again() -> None:
+    # Loading the cached summaries is most of the index's time in a run after one edit: an
+    # equal spelling kept as one object is pickled once and loaded as one object.
+    summary = pickle.loads(pickle.dumps(summarize(ast.parse(CALLS), "m", False, Contract())))
+    helper = ("name", "helper")
+    seen = [spelling for spellings in summary.calls.values() for spelling in spellings if spelling == helper]
+    seen += [spelling for _klass, spelling in summary.call_uses if spelling == helper]
+    seen += [use.callee for function in summary.all_functions() for use in function.uses if use.callee == helper]
+    seen += [ret.callee for function in summary.all_functions() for ret in function.returns if ret.callee == helper]
+    assert len(seen) == 9 and all(spelling is seen[0] for spelling in seen)
+    empty = [set_ for function in summary.all_functions() for set_ in (function.only_passed, function.page_args) if not set_]
+    assert len(empty) == 3 and all(set_ is empty[0] for set_ in empty)

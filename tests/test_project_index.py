@@ -10,6 +10,7 @@ from typing import Any, Callable, TypeVar
 
 import pytest
 
+from kvlint.analysis.project_index import ModuleMap
 from kvlint.api.config import load_config
 from kvlint.api.types import Applicability, Finding
 from kvlint.running import engine, project_facts, workers
@@ -426,3 +427,19 @@ def _at_check(monkeypatch: pytest.MonkeyPatch, read: Callable[[], T]) -> list[T]
 
     monkeypatch.setattr(engine, "check_all", recording_check_all)
     return seen
+
+
+def test_a_module_name_is_the_one_file_its_longest_trailing_parts_match() -> None:
+    modules = ModuleMap(["sglang/srt/layers/x.py", "other/layers/x.py", "sglang/srt/mem/pool.py",
+                         "sglang/srt/mem/__init__.py", "nn.py", "a/utils.py", "b/utils.py"])
+    assert modules.path_of("sglang.srt.layers.x") == "sglang/srt/layers/x.py"
+    assert modules.path_of("pkg.sglang.srt.layers.x") == "sglang/srt/layers/x.py"
+    assert modules.path_of("sglang.srt.mem.pool") == "sglang/srt/mem/pool.py"
+    assert modules.path_of("mem.pool") == "sglang/srt/mem/pool.py"
+    assert modules.path_of("sglang.srt.mem") == "sglang/srt/mem/__init__.py"
+    # Two files end in `layers.x`: ambiguous, never a guess; two parts at least, so not `nn.py`.
+    assert modules.path_of("layers.x") is None
+    assert modules.path_of("torch.nn") is None
+    assert modules.path_of("nn") == "nn.py"
+    assert modules.path_of("utils") is None and modules.path_of("a.utils") == "a/utils.py"
+    assert modules.path_of("") is None and modules.path_of("x.y.missing") is None

@@ -18,7 +18,7 @@ name is a raw loc (or paged KV) when every value assigned to it is.
 from __future__ import annotations
 
 import ast
-from typing import Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 from kvlint.analysis._ast_children import CHILD_FIELDS, child_fields
 from kvlint.analysis._ast_imports import bound_names, imports_of, module_imports
@@ -37,6 +37,9 @@ _READ = frozenset({
     ast.Import, ast.ImportFrom,
 })
 _Answer = TypeVar("_Answer")
+# One empty set for every function without such parameters or arguments (most): a file's pickled
+# summary then holds it once, and loading it makes one object, not two per function.
+_EMPTY: frozenset[Any] = frozenset()
 
 
 def summarize(tree: ast.Module, module: str, is_package: bool, contract: Contract) -> FileSummary:
@@ -46,9 +49,11 @@ def summarize(tree: ast.Module, module: str, is_package: bool, contract: Contrac
     doors = dict(contract.write_doors)
     module_imports(tree.body, imports)
     tensor_args: set[tuple[Spelling, object, str]] = set()
+    # Each spelling one object for the whole file (an equal tuple is pickled and loaded once).
+    spellings: dict[Spelling, Spelling] = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            reader = _FunctionReader(node, False, contract, doors, imports)
+            reader = _FunctionReader(node, False, contract, doors, imports, spellings)
             summary.functions[node.name] = reader.summary()
             summary.calls.setdefault("", set()).update(reader.spellings())
             reader.record_uses("", summary.call_uses)
@@ -57,7 +62,7 @@ def summarize(tree: ast.Module, module: str, is_package: bool, contract: Contrac
             methods = {}
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    reader = _FunctionReader(item, True, contract, doors, imports)
+                    reader = _FunctionReader(item, True, contract, doors, imports, spellings)
                     methods[item.name] = reader.summary()
                     summary.calls.setdefault(node.name, set()).update(reader.spellings())
                     reader.record_uses(node.name, summary.call_uses)
@@ -92,9 +97,16 @@ def call_spelling(func: ast.expr) -> Optional[Spelling]:
 
 class _FunctionReader:
     def __init__(
-        self, node: _Function, method: bool, contract: Contract, doors: dict[str, int], imports: list[ast.stmt]
+        self,
+        node: _Function,
+        method: bool,
+        contract: Contract,
+        doors: dict[str, int],
+        imports: list[ast.stmt],
+        spellings: dict[Spelling, Spelling],
     ) -> None:
         self.node = node
+        self._spellings = spellings
         self.imports = imports
         self.contract = contract
         self.doors = doors
@@ -171,7 +183,7 @@ class _FunctionReader:
                 if isinstance(name, ast.Name):
                     self.assigned.setdefault(name.id, []).append(ast.Constant(None))
 
-    def record_uses(self, klass: str, uses: dict[tuple[str, Spelling], tuple[bool, int]]) -> None:
+    def record_uses(self, klass: str, uses: dict[tuple[str, Spelling], bool]) -> None:
         """For each call spelling: whether every such call's result goes straight into a door's loc."""
         at_doors: set[int] = set()
         for call in self.calls:
@@ -183,15 +195,18 @@ class _FunctionReader:
                 at_doors.add(id(args[index]))
             at_doors.update(id(k.value) for k in call.keywords if k.arg in LOC_KEYWORDS)
         for call in self.calls:
-            spelling = call_spelling(call.func)
+            spelling = self._spelling(call.func)
             if spelling is None:
                 continue
             key = (klass if spelling[0] in ("self", "cls", "super") else "", spelling)
-            only, line = uses.get(key, (True, call.lineno))
-            uses[key] = (only and id(call) in at_doors, line)
+            uses[key] = uses.get(key, True) and id(call) in at_doors
 
     def spellings(self) -> set[Spelling]:
-        return {spelling for spelling in map(call_spelling, (c.func for c in self.calls)) if spelling is not None}
+        return {spelling for spelling in map(self._spelling, (c.func for c in self.calls)) if spelling is not None}
+
+    def _spelling(self, func: ast.expr) -> Optional[Spelling]:
+        spelling = call_spelling(func)
+        return None if spelling is None else self._spellings.setdefault(spelling, spelling)
 
     def summary(self) -> FunctionSummary:
         returns = tuple(self._return(node) for node in self.returns)
@@ -199,13 +214,13 @@ class _FunctionReader:
         passed: dict[str, int] = {}
         for use in uses:
             passed[use.param] = passed.get(use.param, 0) + 1
-        only = frozenset(p for p, n in passed.items() if self.loads.get(p, 0) == n and p not in self.assigned)
+        only = frozenset(p for p, n in passed.items() if self.loads.get(p, 0) == n and p not in self.assigned) or _EMPTY
         layout = tuple(
             use for use in (layout_use(call, lambda e: self._root_param(e), self.all_params) for call in self.calls) if use
         )
         page_args = frozenset(
             (call.lineno, position) for call in self.calls for position, arg in enumerate(call.args) if is_page_size(arg)
-        )
+        ) or _EMPTY
         return FunctionSummary(self.node.name, self.node.lineno, self.params, returns, uses, only, layout, page_args)
 
     def tensor_args(self) -> set[tuple[Spelling, object, str]]:
@@ -265,7 +280,7 @@ class _FunctionReader:
             direct = isinstance(value, ast.Call) and trailing(value.func) in self.contract.buffer_accessors
             return Return(node.lineno, "paged", paged, direct=direct)
         if isinstance(value, ast.Call):
-            spelling = call_spelling(value.func)
+            spelling = self._spelling(value.func)
             if spelling is not None:
                 return Return(node.lineno, "call", callee=spelling)
         return Return(node.lineno, "other")
@@ -341,7 +356,7 @@ class _FunctionReader:
         for call in self.calls:
             name = trailing(call.func)
             door_index = self.doors.get(name or "")
-            spelling = call_spelling(call.func)
+            spelling = self._spelling(call.func)
             positional = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
             if len(positional) != len(call.args):
                 positional = call.args[: next(i for i, a in enumerate(call.args) if isinstance(a, ast.Starred))]

@@ -61,18 +61,24 @@ class ModuleMap:
     """Which file of the tree a dotted module name is, whatever directory the run started in."""
 
     def __init__(self, paths: Iterable[str]) -> None:
-        self._by_suffix: dict[tuple[str, ...], list[str]] = {}
+        # By the last part only: a run asks for a few dozen modules, and every trailing part of
+        # every path of a large tree (sglang/srt: 2,141) cost more than those lookups.
+        self._by_last: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
         for path in paths:
             parts = module_parts(path)
-            for start in range(len(parts)):
-                self._by_suffix.setdefault(parts[start:], []).append(path)
+            if parts:
+                self._by_last.setdefault(parts[-1], []).append((path, parts))
 
     def path_of(self, dotted: str) -> Optional[str]:
         """The one file the module `dotted` is, matched by its longest trailing parts."""
         parts = tuple(part for part in dotted.split(".") if part)
+        if not parts:
+            return None
+        candidates = self._by_last.get(parts[-1], [])
         # A dotted name is matched on two parts at least: `torch.nn` is not some `nn.py` of the tree.
         for start in range(max(len(parts) - 1, 1)):
-            found = self._by_suffix.get(parts[start:])
+            tail = parts[start:]
+            found = [path for path, own in candidates if own[-len(tail):] == tail]
             if found:
                 return found[0] if len(found) == 1 else None
         return None
@@ -314,7 +320,7 @@ class ProjectIndex:
         name = target[2].name
         seen = False
         for path, summary in list(self._summaries.items()):
-            for (klass, spelling), (only, _line) in (summary.call_uses.items() if summary is not None else ()):
+            for (klass, spelling), only in (summary.call_uses.items() if summary is not None else ()):
                 if spelling[-1] != name or self.resolve(path, klass, spelling) != target:
                     continue
                 if not only:

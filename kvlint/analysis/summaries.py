@@ -2,20 +2,23 @@
 
 `kvlint.analysis.helper_summary` reads them off CPython's `ast`;
 `kvlint.analysis.project_index` resolves the calls they keep as spellings.
+
+A function, its returns and its parameters' uses are named tuples, not dataclasses: a run
+after one edit loads some 300 files' summaries from the result cache (sglang/srt: 36,000 of
+these), and a tuple is loaded without an instance dict and the state dict that fills it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from kvlint.analysis._ast_tensors import LayoutUse
 
 Spelling = tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Return:
+class Return(NamedTuple):
     line: int
     # "raw" | "marked" | "paged" | "call" | "other"
     kind: str
@@ -26,8 +29,7 @@ class Return:
     direct: bool = False
 
 
-@dataclass(frozen=True)
-class ParamUse:
+class ParamUse(NamedTuple):
     """Parameter `param` is passed at `line` as a write door's loc (`door`) or to `callee`."""
 
     param: str
@@ -38,8 +40,7 @@ class ParamUse:
     keyword: str = ""
 
 
-@dataclass(frozen=True)
-class FunctionSummary:
+class FunctionSummary(NamedTuple):
     name: str
     line: int
     # Parameters a caller passes, self/cls left out for a method.
@@ -105,8 +106,8 @@ class FileSummary:
     classes: dict[str, ClassSummary] = field(default_factory=dict)
     # Call spellings made in each class's methods ("" for module functions): what a view resolves.
     calls: dict[str, set[Spelling]] = field(default_factory=dict)
-    # (class or "", spelling) -> (every such call is a write door's loc argument, a line of one).
-    call_uses: dict[tuple[str, Spelling], tuple[bool, int]] = field(default_factory=dict)
+    # (class or "", spelling) -> every such call is a write door's loc argument.
+    call_uses: dict[tuple[str, Spelling], bool] = field(default_factory=dict)
     # (callee name, position or keyword, origin) of each argument of a resolvable call that is paged KV
     # of a buffer accessor (origin "") or a call's result (origin: the name of the call, a helper that
     # may return paged KV).

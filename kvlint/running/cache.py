@@ -48,7 +48,7 @@ from kvlint.running.prefilter import Triggers
 from kvlint.api.types import FileOutcome, Finding
 
 # Bumped when the layout of a cache file changes.
-FORMAT = 7
+FORMAT = 8
 MAX_RUN_KEYS = 16
 STALE_TEMP_S = 3600
 GITIGNORE = "# Automatically created by kvlint.\n*\n"

@@ -80,7 +80,8 @@ class WordIndex:
             self._keep(path, words)
 
     def seeded(self) -> list[str]:
-        return [path for path in self._sources if self._names_of(path).seeded]
+        every = self._every()
+        return [path for path in self._sources if every[path].seeded]
 
     def calling(self, names: set[str]) -> list[str]:
         other = _pattern(rb"(?<![\w])(?:", names, rb")\(")
@@ -94,20 +95,24 @@ class WordIndex:
         self, names: set[str], read: Callable[[_Names], frozenset[bytes]], other: Optional[re.Pattern[bytes]]
     ) -> list[str]:
         words = {name.encode() for name in names if _WORD.fullmatch(name)}
+        every = self._every()
         # The bytes only where the word sets cannot answer: the result cache's words stand for them.
         return [
             path for path in self._sources
-            if not read(self._names_of(path)).isdisjoint(words) or (other is not None and other.search(self._sources[path]))
+            if not read(every[path]).isdisjoint(words) or (other is not None and other.search(self._sources[path]))
         ]
 
-    def _names_of(self, path: str) -> _Names:
-        if path not in self._names:
-            cached = self._cached(path)
-            if cached is None:
-                self._keep(path, read_words(self._sources[path], self._seeds))
-            else:
-                self._names[path] = _names(cached)
-        return self._names[path]
+    def _every(self) -> dict[str, _Names]:
+        """Every file's names, made once: each question of the rounds is asked of every file."""
+        if len(self._names) < len(self._sources):
+            for path in self._sources:
+                if path not in self._names:
+                    cached = self._cached(path)
+                    if cached is None:
+                        self._keep(path, read_words(self._sources[path], self._seeds))
+                    else:
+                        self._names[path] = _names(cached)
+        return self._names
 
     def _cached(self, path: str) -> Optional[FileWords]:
         return self._cache.file_words(path, self._digests[path]) if self._cache is not None else None

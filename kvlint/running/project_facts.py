@@ -101,7 +101,8 @@ def _views(
         index.summary(path)
     callers += sorted(index.tensor_callers(layout_names) - set(callers))
     # A file defining such a helper gets a view too: the helper-return fix is reported there.
-    for path in sorted(set(callers) | index.definers(names), key=list(sources).index):
+    order = {path: position for position, path in enumerate(sources)}
+    for path in sorted(set(callers) | index.definers(names), key=order.__getitem__):
         view = index.view(path)
         if view:
             views[path] = view
@@ -206,11 +207,15 @@ def _layout_helper_names(index: ProjectIndex, words: WordIndex, returning: set[s
             break
         slots |= new
         given = set()
-        defining = words.defining({name for name, _slot in new})
+        new_names = {name for name, _slot in new}
+        defining = words.defining(new_names)
         reader.ahead(defining)
         for path in defining:
             summary = index.summary(path)
             for function in summary.all_functions() if summary is not None else ():
+                # A function's slots all carry its own name: one of another name takes none of `new`.
+                if function.name not in new_names:
+                    continue
                 params = {use.param for use in function.layout} | {use.param for use in function.uses}
                 for param in params:
                     if not function.slots_of(param) & new:
