@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
+import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
@@ -19,7 +22,7 @@ from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.running.plan import CheckRequest
 from kvlint.running.head_start import MIN_SCOPE_FILES, HeadStart, head_start
 from kvlint.running.registry import all_rules
-from kvlint.running.workers import MIN_FILES_FOR_WORKERS, Work
+from kvlint.running.workers import MIN_FILES_FOR_WORKERS
 from pools import counted_pools
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
@@ -45,15 +48,11 @@ def rules() -> list[Any]:
     return [rule for rule in all_rules() if hasattr(rule, "may_flag")]
 
 
-def requests(paths: list[str]) -> list[Work]:
-    return []
-
-
 def started(
     to_check: dict[str, bytes], scope_files: int = MIN_SCOPE_FILES, jobs: Optional[int] = 2, warm: bool = True
 ) -> bool:
     early = head_start(to_check, lambda _path: False, lambda _data: True, scope_files, warm, jobs)
-    if early is None or not early.parse_ahead(rules(), Contract(), requests):
+    if early is None:
         return False
     early.close()
     return True
@@ -66,7 +65,6 @@ def test_a_few_files_a_rule_keeps_in_a_large_tree_get_a_head_start() -> None:
 @pytest.mark.parametrize(
     ("to_check", "scope_files", "jobs", "warm"),
     [
-        ({"cleared.py": CLEARED.encode()}, MIN_SCOPE_FILES, 2, True),  # no rule keeps it: checked here, without LibCST
         ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES - 1, 2, True),  # an index this small takes less than a start
         ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES, 1, True),  # one core
         ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES, 2, False),  # a cold cache: the index wants every core
@@ -78,17 +76,18 @@ def test_no_head_start_where_it_cannot_pay(to_check: dict[str, bytes], scope_fil
     assert not started(to_check, scope_files, jobs, warm)
 
 
-def test_a_file_no_rule_keeps_lets_the_worker_go_before_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    pools = counted_pools(monkeypatch, kvlint.running.head_start)
-    early = head_start({"cleared.py": CLEARED.encode()}, lambda _path: False, lambda _data: True, MIN_SCOPE_FILES,
-                       True, 2)
-    assert early is not None and len(pools) == 1
-    assert not early.parse_ahead(rules(), Contract(), requests)
-    assert early.pool_for(1) is None
+def test_a_file_no_rule_keeps_is_not_parsed_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_parse(_source: bytes) -> Any:
+        raise AssertionError("parsed with LibCST")
+
+    monkeypatch.setattr(kvlint.running.checker.cst, "parse_module", no_parse)
+    kvlint.running.head_start._parse_ahead([(CheckRequest("cleared.py", tuple(rules()), Contract()), CLEARED.encode())])
+    assert not kvlint.running.checker._PARSED_AHEAD
+    kvlint.running.checker._TREES_AHEAD.clear()
 
 
 def test_a_batch_for_every_core_closes_the_head_start_for_good() -> None:
-    early = HeadStart(ProcessPoolExecutor(max_workers=1), {})
+    early = HeadStart(ProcessPoolExecutor(max_workers=1), [])
     assert early.pool_for(1) is not None
     # Closed before any pool of every core forks: it would fork beside this pool's thread.
     assert early.pool_for(MIN_FILES_FOR_WORKERS) is None
@@ -192,3 +191,35 @@ def test_a_check_whose_text_differs_from_the_one_parsed_ahead_parses_its_own() -
     assert [(f.code, f.line) for f in outcome.findings] == [("KV101", 14)]
     kvlint.running.checker._PARSED_AHEAD.clear()
     kvlint.running.checker._TREES_AHEAD.clear()
+
+
+LEFT_BEHIND = """
+import os
+from concurrent.futures import ProcessPoolExecutor
+from kvlint.running.head_start import _exit_with_parent
+
+pool = ProcessPoolExecutor(max_workers=1, initializer=_exit_with_parent, initargs=(os.getpid(),))
+print(pool.submit(os.getpid).result(), flush=True)
+pool.submit(os.getpid)
+os._exit(0)  # as `kvlint` ends, the pool never shut down and a task still queued
+"""
+
+
+def test_a_worker_left_behind_ends_with_its_parent_and_lets_go_of_stdout() -> None:
+    # A worker still waiting for work would keep the pipe open: reading to its end would hang.
+    done = subprocess.run([sys.executable, "-c", LEFT_BEHIND], capture_output=True, text=True, timeout=20)
+    # Reading to the end returned: the worker let go of stdout, which it does only in ending.
+    worker = Path(f"/proc/{done.stdout.split()[0]}/stat")
+    deadline = time.monotonic() + 10
+    while _running(worker):
+        assert time.monotonic() < deadline, "the worker outlived its parent"
+        time.sleep(0.05)
+
+
+def _running(stat: Path) -> bool:
+    try:
+        state = stat.read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    # Until its new parent reaps it, an ended process stays as a zombie.
+    return state != "Z"

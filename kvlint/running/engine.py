@@ -126,11 +126,9 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
     # A few files to check in a large tree: a worker loads LibCST while the index is built here.
     early = head_start(by_path, partial(_answered, result_cache, content_digests), triggers.wanted, len(everything),
                        result_cache is not None and result_cache.holds_summaries(), options.jobs)
-    if early is not None and not early.parse_ahead(
-        plan().rules, contract,
-        lambda kept: file_requests(plan(), replace(options, fix=None), config, contract, kept, by_path, config_paths),
-    ):
-        early = None
+    if early is not None:
+        early.parse_ahead(file_requests(plan(), replace(options, fix=None), config, contract, early.files, by_path,
+                                        config_paths))
     # Work spread over every core until the checks: none forks beside the head start's pool thread.
     spread_jobs = 1 if early is not None else options.jobs
     with made_to_last():
