@@ -9,7 +9,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from kvlint.analysis.locate import locate
-from kvlint.analysis.walk import code_children
+from code_nodes import code_nodes
 
 # Tabs, CRLF, a lone CR, an elif (generated with its own keyword), decorators spanning lines,
 # a multi-line call inside nested blocks, a one-line body, and no newline at the end.
@@ -65,13 +65,7 @@ SHAPES = {
 
 
 def _nodes(module: cst.Module) -> list[cst.CSTNode]:
-    found: list[cst.CSTNode] = []
-    stack: list[cst.CSTNode] = [module]
-    while stack:
-        node = stack.pop()
-        found.append(node)
-        stack.extend(code_children(node))
-    return found[1:]
+    return code_nodes(module)[1:]
 
 
 @pytest.mark.parametrize("source", SHAPES.values(), ids=SHAPES.keys())

@@ -18,6 +18,7 @@ import pytest
 from kvlint.analysis.dataflow import FunctionFlow
 from kvlint.analysis.index import build_index
 from kvlint.analysis.walk import code_children
+from code_nodes import code_nodes
 
 SOURCE = textwrap.dedent(
     '''\
@@ -77,19 +78,9 @@ def _module() -> cst.Module:
     return cst.parse_module(SOURCE)
 
 
-def _every_node(module: cst.Module) -> list[cst.CSTNode]:
-    found: list[cst.CSTNode] = []
-    stack: list[cst.CSTNode] = [module]
-    while stack:
-        node = stack.pop()
-        found.append(node)
-        stack.extend(code_children(node))
-    return found
-
-
 def test_code_children_are_the_node_values_of_the_code_fields_in_field_order() -> None:
     module = _module()
-    for node in _every_node(module):
+    for node in code_nodes(module):
         expected: list[cst.CSTNode] = []
         for field in dataclasses.fields(node):
             if "whitespace" in field.name or field.name in _PUNCTUATION:
@@ -114,7 +105,7 @@ _NOT_IN_SOURCE_ORDER = {"Arg", "IfExp", "Slice", "FunctionDef", "ClassDef", "Exc
 
 def test_code_children_come_in_source_order_but_where_the_walkers_say() -> None:
     module = _module()
-    for node in _every_node(module):
+    for node in code_nodes(module):
         children = code_children(node)
         ids = {id(child) for child in children}
         in_source = [id(child) for child in node.children if id(child) in ids]
