@@ -1,4 +1,4 @@
-"""A worker started before the project index loads LibCST meanwhile; the few files of the run are checked there."""
+"""A worker forked right after discovery loads LibCST while the tree is read and indexed; the few files of the run are checked there."""
 
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ from typing import Any, Optional
 import pytest
 
 import kvlint.running.checker
+import kvlint.running.deferred_libcst
 import kvlint.running.head_start
 import kvlint.running.workers
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
 from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.running.plan import CheckRequest
-from kvlint.running.head_start import MIN_SCOPE_FILES, HeadStart, head_start
+from kvlint.running.head_start import MIN_SCOPE_FILES, HeadStart, warm_up
 from kvlint.running.registry import all_rules
 from kvlint.running.workers import MIN_FILES_FOR_WORKERS
 from pools import counted_pools
@@ -49,13 +50,19 @@ def rules() -> list[Any]:
 
 
 def started(
-    to_check: dict[str, bytes], scope_files: int = MIN_SCOPE_FILES, jobs: Optional[int] = 2, warm: bool = True
+    to_check: dict[str, bytes],
+    scope_files: int = MIN_SCOPE_FILES,
+    jobs: Optional[int] = 2,
+    warm: bool = True,
+    cache: bool = True,
+    answered: bool = False,
 ) -> bool:
-    early = head_start(to_check, lambda _path: False, lambda _data: True, scope_files, warm, jobs)
+    early = warm_up([Path(path) for path in to_check], scope_files, cache, jobs)
     if early is None:
         return False
+    kept = early.keep_for(to_check, lambda _path: answered, lambda _data: True, warm)
     early.close()
-    return True
+    return kept
 
 
 def test_a_few_files_a_rule_keeps_in_a_large_tree_get_a_head_start() -> None:
@@ -63,17 +70,34 @@ def test_a_few_files_a_rule_keeps_in_a_large_tree_get_a_head_start() -> None:
 
 
 @pytest.mark.parametrize(
-    ("to_check", "scope_files", "jobs", "warm"),
+    ("to_check", "scope_files", "jobs", "warm", "cache"),
     [
-        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES - 1, 2, True),  # an index this small takes less than a start
-        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES, 1, True),  # one core
-        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES, 2, False),  # a cold cache: the index wants every core
-        ({f"bad_{i}.py": BARE.encode() for i in range(MIN_FILES_FOR_WORKERS)}, MIN_SCOPE_FILES, 2, True),  # a pool
-        ({}, MIN_SCOPE_FILES, 2, True),
+        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES - 1, 2, True, True),  # an index this small takes less than a start
+        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES, 1, True, True),  # one core
+        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES, 2, False, True),  # a cold cache: the index wants every core
+        ({"bad.py": BARE.encode()}, MIN_SCOPE_FILES, 2, True, False),  # no cache: the index wants every core
+        ({f"bad_{i}.py": BARE.encode() for i in range(MIN_FILES_FOR_WORKERS)}, MIN_SCOPE_FILES, 2, True, True),  # a pool
+        ({}, MIN_SCOPE_FILES, 2, True, True),
     ],
 )
-def test_no_head_start_where_it_cannot_pay(to_check: dict[str, bytes], scope_files: int, jobs: int, warm: bool) -> None:
-    assert not started(to_check, scope_files, jobs, warm)
+def test_no_head_start_where_it_cannot_pay(
+    to_check: dict[str, bytes], scope_files: int, jobs: int, warm: bool, cache: bool
+) -> None:
+    assert not started(to_check, scope_files, jobs, warm, cache)
+
+
+def test_the_worker_loads_libcst_at_once_only_for_a_file_a_rule_may_flag(
+    in_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    (in_tmp / "cleared.py").write_text(CLEARED)
+    loads: list[bool] = []
+    monkeypatch.setattr(kvlint.running.deferred_libcst, "load", lambda: loads.append(True))
+    kvlint.running.head_start._warm_up(["cleared.py", "missing.py"])
+    assert not loads
+    kvlint.running.head_start._warm_up(["cleared.py", "bad.py"])
+    assert loads == [True]
+    kvlint.running.checker._TREES_AHEAD.clear()
 
 
 def test_a_file_no_rule_keeps_is_not_parsed_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,8 +119,7 @@ def test_a_batch_for_every_core_closes_the_head_start_for_good() -> None:
 
 
 def test_no_head_start_for_a_file_the_cache_answers() -> None:
-    early = head_start({"bad.py": BARE.encode()}, lambda _path: True, lambda _data: True, MIN_SCOPE_FILES, True, 2)
-    assert early is None
+    assert not started({"bad.py": BARE.encode()}, answered=True)
 
 
 @pytest.fixture
@@ -163,6 +186,32 @@ def test_nothing_forks_beside_the_head_start_while_its_pool_runs(
     monkeypatch.setattr(kvlint.running.workers, "ProcessPoolExecutor", no_pool)
     result = lint("bad.py", jobs=2)
     assert [(f.path, f.code) for f in result.findings] == [("bad.py", "KV101")]
+
+
+def test_a_worker_the_run_cannot_use_is_closed_before_anything_else_forks(
+    large_tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cold cache: the worker was forked on discovery, then the index wants every core.
+    for i in range(kvlint.running.workers.MIN_FILES_FOR_WORKERS + 2):
+        # Enough files to summarise for a pool of their own.
+        (large_tree / f"plain_{i:03}.py").write_text(f"def f{i}(x):\n    return x.get_key_buffer({i})\n")
+    events: list[str] = []
+    real_close = HeadStart.close
+    real_pool = kvlint.running.workers.ProcessPoolExecutor
+
+    def close(self: HeadStart) -> None:
+        events.append("closed")
+        real_close(self)
+
+    def pool(*args: Any, **kwargs: Any) -> Any:
+        events.append("forked")
+        return real_pool(*args, **kwargs)
+
+    monkeypatch.setattr(HeadStart, "close", close)
+    monkeypatch.setattr(kvlint.running.workers, "ProcessPoolExecutor", pool)
+    result = lint("bad.py", jobs=2)
+    assert [(f.path, f.code) for f in result.findings] == [("bad.py", "KV101")]
+    assert events[0] == "closed" and "forked" in events
 
 
 def test_the_worker_parses_ahead_what_the_check_then_finds_parsed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -93,19 +93,33 @@ def parse_ahead(request: CheckRequest, data: bytes) -> None:
     The check finds the tree when it parses the very same bytes: it may not, when the request it
     gets differs (the project index's helper facts keep more functions of the file).
     """
-    if too_large(data) is not None:
+    kept = _kept_by_rules(request, data)
+    if kept is None:
         return
-    tree = python_tree(data, request.path)
-    if isinstance(tree, Unparsable):
-        return
-    _TREES_AHEAD[data] = tree
-    request = _rules_that_may_flag(request, data, tree)
-    if not request.rules or too_deep(tree) is not None:
-        return
-    parsed = _source_to_parse(request, data, tree)
+    parsed = _source_to_parse(kept, data, _TREES_AHEAD[data])
     module = _libcst_module(request.path, parsed)
     if isinstance(module, cst.Module):
         _PARSED_AHEAD[parsed] = module
+
+
+def would_parse(request: CheckRequest, data: bytes) -> bool:
+    """Whether `check_bytes(request, data)` would parse `data` with LibCST: some rule's `may_flag` keeps it."""
+    return _kept_by_rules(request, data) is not None
+
+
+def _kept_by_rules(request: CheckRequest, data: bytes) -> Optional[CheckRequest]:
+    """`request` with only the rules that may flag `data`, or None where the check would not parse
+    it with LibCST; CPython's tree of it is kept for the check."""
+    if too_large(data) is not None:
+        return None
+    tree = _TREES_AHEAD.get(data) or python_tree(data, request.path)
+    if isinstance(tree, Unparsable):
+        return None
+    _TREES_AHEAD[data] = tree
+    request = _rules_that_may_flag(request, data, tree)
+    if not request.rules or too_deep(tree) is not None:
+        return None
+    return request
 
 
 def _rules_that_may_flag(request: CheckRequest, data: bytes, tree: ast.Module) -> CheckRequest:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import logging
 import subprocess
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path
@@ -36,7 +37,7 @@ from kvlint.running.stat_table import StatTable
 from kvlint.running.decide import unused_ignores
 from kvlint.running.project_run import Checked, ProjectRun
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
-from kvlint.running.head_start import head_start
+from kvlint.running.head_start import HeadStart, warm_up
 from kvlint.running.workers import Progress, check_all, map_shared
 
 
@@ -63,15 +64,20 @@ class RunResult:
 
 def run(config: Config, options: RunOptions, progress: Optional[Progress] = None) -> RunResult:
     try:
-        return _run(config, options, progress, stat_table=True)
+        with ExitStack() as closing:
+            return _run(config, options, progress, closing, stat_table=True)
     except SourceChanged as changed:
         # A file the stat table vouched for changed before its bytes were asked for: start over,
         # reading every file now, as a run without the table does.
         log.debug("%s: reading every file again", changed)
-        return _run(config, options, progress, stat_table=False)
+        with ExitStack() as closing:
+            return _run(config, options, progress, closing, stat_table=False)
 
 
-def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat_table: bool) -> RunResult:
+def _run(
+    config: Config, options: RunOptions, progress: Optional[Progress], closing: ExitStack, stat_table: bool
+) -> RunResult:
+    """`closing`: what must end with the run, however it ends (the head start's worker)."""
     phases = Phases()
     paths = options.paths or config.include_paths
     scope = discover(paths, config.exclude, config.root)
@@ -83,6 +89,10 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
     # from it as in a whole-tree run, but nothing is reported there.
     whole = tree_of(scope, config.include, config.exclude, config.root) if options.changed or options.paths else None
     phases.done("discover", "%d files in scope, %d paths skipped", len(files), len(scope.skipped))
+    # A few files to check in a large tree: a worker loads LibCST while the tree is read and indexed.
+    early: Optional[HeadStart] = warm_up(files, len(whole.files) if whole else len(files), options.cache, options.jobs)
+    if early is not None:
+        closing.callback(early.close)
     for skipped_path, reason in scope.skipped:
         log.debug("skipped %s: %s", skipped_path, reason)
     cwd = Path.cwd()
@@ -123,9 +133,10 @@ def _run(config: Config, options: RunOptions, progress: Optional[Progress], stat
     phases.done("rules", "%d selected rules' trigger words (%s)", len(triggers.groups), rules_from)
     everything = context_by_path.joined(by_path)
     content_digests = everything.digests() if options.cache else {}
-    # A few files to check in a large tree: a worker loads LibCST while the index is built here.
-    early = head_start(by_path, partial(_answered, result_cache, content_digests), triggers.wanted, len(everything),
-                       result_cache is not None and result_cache.holds_summaries(), options.jobs)
+    warm = result_cache is not None and result_cache.holds_summaries()
+    if early is not None and not early.keep_for(by_path, partial(_answered, result_cache, content_digests),
+                                                triggers.wanted, warm):
+        early = None
     if early is not None:
         early.parse_ahead(file_requests(plan(), replace(options, fix=None), config, contract, early.files, by_path,
                                         config_paths))

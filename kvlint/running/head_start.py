@@ -1,23 +1,29 @@
-"""A worker that loads LibCST and parses while the main process builds the project index.
+"""A worker forked as soon as a run knows its few files, to load LibCST and parse while the
+main process reads the tree, learns the contract and builds the project index.
 
 A pre-commit run on one large backend spent about 0.25 s on the project index,
 then 0.15 s importing LibCST and 0.2 s parsing the file with it, one after the
-other, though the index does not need LibCST: it reads CPython's trees. When
-such a run has a second core, one worker process is started before the index.
-It imports the rules, and once the main process has made the check requests
-(without the index's helper facts, which come later), it asks each rule's
-`may_flag` as the check would and parses what the check would parse: CPython's
-tree of the file, and LibCST's of its skeleton (`kvlint.running.checker.parse_ahead`),
-importing LibCST only then. The files are then checked there
+other, though nothing before the check needs LibCST: the index reads CPython's
+trees. When such a run has a second core, one worker process is forked right
+after discovery (`warm_up`). It imports the rules and guesses, with each rule's
+`may_flag` under the default contract, whether a file it was given will be
+parsed; if one will, it imports LibCST at once, while the main process is
+still on the phases before the index. Once the main process knows the run can
+use it (`HeadStart.keep_for`: the cache holds the index, a file is neither
+answered by the cache nor free of trigger words) and has made the check
+requests (without the index's helper facts, which come later), the worker asks
+`may_flag` as the check will and parses what the check would parse: CPython's
+tree of the file, and LibCST's of its skeleton
+(`kvlint.running.checker.parse_ahead`). The files are then checked there
 (`kvlint.running.workers`); where the index's facts leave the text to parse as
 it was (most often: they add a word to a function the rules' own words kept
 already), the check finds it parsed. A model file every rule clears costs the
 worker a guess, not LibCST's import.
 
-It is started only where it can pay: a few files to check (more start a pool
+It is forked only where it can pay: a few files to check (more start a pool
 anyway), in a tree large enough for its index to take longer than starting a
-worker, whose index the result cache mostly holds (`warm`), and one of them
-holding a selected rule's trigger words.
+worker, with the result cache on; a run that then finds it cannot use it
+closes it before anything else forks.
 
 Nothing forks beside the pool's thread (Python 3.12 warns: a child could
 inherit a lock held there): the index summarises in the main process while it
@@ -25,13 +31,15 @@ runs, which a warm cache leaves little to do, and a batch of files large
 enough for a pool of every core closes it first.
 """
 
+
 from __future__ import annotations
 
 import os
 import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
-from typing import Callable, Mapping, Optional
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence
 
 from kvlint.running.deferred_libcst import loaded
 from kvlint.running.workers import MIN_FILES_FOR_WORKERS, Work, default_jobs
@@ -45,10 +53,28 @@ _PARENT_POLL_S = 0.2
 class HeadStart:
     """The head-start worker's pool, for as long as it is where files are checked."""
 
-    def __init__(self, pool: ProcessPoolExecutor, files: list[str]) -> None:
+    def __init__(self, pool: ProcessPoolExecutor, files: Sequence[str] = ()) -> None:
         self._pool: Optional[ProcessPoolExecutor] = pool
         # The files worth parsing ahead: not answered by the cache, holding trigger words.
-        self.files = files
+        self.files = list(files)
+
+    def keep_for(
+        self,
+        to_check: Mapping[str, bytes],
+        answered: Callable[[str], bool],
+        wanted: Callable[[bytes], bool],
+        warm: bool,
+    ) -> bool:
+        """Whether checking `to_check` may use the worker; closed if not.
+
+        `answered`: whether the result cache holds a file's result already; `wanted`: whether bytes
+        hold a selected rule's trigger words; `warm`: whether the cache holds the index's summaries
+        (a cold index wants every core).
+        """
+        self.files = [path for path, data in to_check.items() if not answered(path) and wanted(data)] if warm else []
+        if not self.files:
+            self.close()
+        return bool(self.files)
 
     def parse_ahead(self, work: list[Work]) -> None:
         """Have the worker parse what checking `work` will parse, asked without the index's facts."""
@@ -71,29 +97,16 @@ class HeadStart:
             self._pool = None
 
 
-def head_start(
-    to_check: Mapping[str, bytes],
-    answered: Callable[[str], bool],
-    wanted: Callable[[bytes], bool],
-    scope_files: int,
-    warm: bool,
-    jobs: Optional[int],
-) -> Optional[HeadStart]:
-    """A worker already importing the rules, where checking `to_check` may be worth one.
-
-    `answered`: whether the result cache holds a file's result already; `wanted`: whether bytes hold
-    a selected rule's trigger words; `warm`: whether the cache holds the index's summaries.
-    """
-    if not to_check or len(to_check) >= MIN_FILES_FOR_WORKERS or scope_files < MIN_SCOPE_FILES:
+def warm_up(files: Sequence[Path], scope_files: int, cache: bool, jobs: Optional[int]) -> Optional[HeadStart]:
+    """A worker already importing the rules (and LibCST, if it guesses a file needs it), where
+    checking `files` in a scope of `scope_files` files may be worth one; `cache`: the result cache is on."""
+    if not files or len(files) >= MIN_FILES_FOR_WORKERS or scope_files < MIN_SCOPE_FILES or not cache:
         return None
-    if not warm or loaded() or (jobs if jobs is not None else default_jobs()) < 2:
-        return None
-    files = [path for path, data in to_check.items() if not answered(path) and wanted(data)]
-    if not files:
+    if loaded() or (jobs if jobs is not None else default_jobs()) < 2:
         return None
     pool = ProcessPoolExecutor(max_workers=1, initializer=_exit_with_parent, initargs=(os.getpid(),))
-    pool.submit(_load_rules)
-    return HeadStart(pool, files)
+    pool.submit(_warm_up, [str(path) for path in files])
+    return HeadStart(pool)
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -107,12 +120,26 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _load_rules() -> None:
+def _warm_up(paths: list[str]) -> None:
     # Imported here: this runs in the worker. The registry puts a stand-in for LibCST in place
-    # first, so LibCST itself is imported only when a rule keeps a file (`parse_ahead`).
+    # first, so the rules' import does not import LibCST itself.
+    from kvlint.api.contract import Contract
+    from kvlint.api.rule import Rule
+    from kvlint.running.checker import would_parse
+    from kvlint.running.deferred_libcst import load
+    from kvlint.running.plan import CheckRequest
     from kvlint.running.registry import all_rules
 
-    all_rules()
+    file_rules = tuple(rule for rule in all_rules() if issubclass(rule, Rule))
+    for path in paths:
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            continue  # the main process reports it
+        # A guess under the default contract: the learned one may keep another file, or none.
+        if would_parse(CheckRequest(path, file_rules, Contract()), data):
+            load()
+            return
 
 
 def _parse_ahead(work: list[Work]) -> None:
