@@ -45,10 +45,11 @@ from typing import Any, Iterable, Optional
 from kvlint import __version__
 from kvlint.running.collector import collector_paused
 from kvlint.running.prefilter import Triggers
+from kvlint.running.resolved_views import ResolvedViews
 from kvlint.api.types import FileOutcome, Finding
 
 # Bumped when the layout of a cache file changes.
-FORMAT = 8
+FORMAT = 9
 MAX_RUN_KEYS = 16
 STALE_TEMP_S = 3600
 GITIGNORE = "# Automatically created by kvlint.\n*\n"
@@ -77,14 +78,14 @@ class _Contents:
     project: dict[str, ProjectEntry] = field(default_factory=dict)
     # What the selected rules look for, so a run need not import them to skip a file.
     triggers: Optional[Triggers] = None
-    # The project index: each file's `ast` summary by content, and the checked files'
-    # helper views under the digest of the whole scope they were resolved in. A summary stays
+    # The project index: each file's `ast` summary by content, and the helper views with what
+    # resolving them read (`kvlint.running.resolved_views`). A summary stays
     # pickled until the index asks for it, so a run after one edit pickles one summary when it
     # saves, not every one (sglang/srt's 308 took 0.19 s to pickle again).
     summaries: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)
     # The names each file calls and defines, by content: the index's name rounds read no bytes.
     words: dict[str, tuple[bytes, Any]] = field(default_factory=dict)
-    views: tuple[bytes, dict[str, Any]] = (b"", {})
+    views: Optional[ResolvedViews] = None
     # Project rules' facts of context files (no per-file rule ran on them), still pickled, by content.
     context_facts: dict[str, tuple[bytes, dict[str, bytes]]] = field(default_factory=dict)
     # The --prove pass's result (certificate, KV104 findings) under the digest of what it read.
@@ -198,13 +199,12 @@ class ResultCache:
             self._contents.context_facts[path] = (content_digest, pickled)
             self._dirty = True
 
-    def views(self, scope: bytes) -> Optional[dict[str, Any]]:
-        """Helper views resolved over a scope with this digest, or None."""
-        key, views = self._contents.views
-        return views if key == scope else None
+    def views(self) -> Optional[ResolvedViews]:
+        """The helper views last resolved under this run key, or None."""
+        return self._contents.views
 
-    def store_views(self, scope: bytes, views: dict[str, Any]) -> None:
-        self._contents.views = (scope, views)
+    def store_views(self, views: ResolvedViews) -> None:
+        self._contents.views = views
         self._dirty = True
 
     def proof(self, key: bytes) -> Any:
@@ -235,28 +235,26 @@ class ResultCache:
         """
         gc.unfreeze()
         seen = set(seen)
-        gone = [path for path in self._contents.files if path not in seen and not os.path.exists(path)]
+        exists = _Existence(seen)
+        gone = [path for path in self._contents.files if not exists(path)]
         if not self._dirty and not gone:
             _touch(self._path)
             return
         # Reading the file again (0.4 s over sglang/srt) only when another run replaced it.
         merged = _load(self._path) if _file_identity(self._path) != self._read_as else _Contents()
         for path, entry in merged.files.items():
-            if path not in seen and path not in self._contents.files and os.path.exists(path):
+            if path not in seen and path not in self._contents.files and exists(path):
                 self._contents.files[path] = entry
-        self._contents.files = {
-            path: entry for path, entry in self._contents.files.items() if path in seen or os.path.exists(path)
-        }
+        self._contents.files = {path: entry for path, entry in self._contents.files.items() if exists(path)}
         for name in ("summaries", "words"):
             by_content: dict[str, tuple[bytes, Any]] = getattr(self._contents, name)
             for path, entry in getattr(merged, name).items():
                 by_content.setdefault(path, entry)
-            kept = {path: entry for path, entry in by_content.items() if path in seen or os.path.exists(path)}
-            setattr(self._contents, name, kept)
+            setattr(self._contents, name, {path: entry for path, entry in by_content.items() if exists(path)})
         for path, facts in merged.context_facts.items():
             self._contents.context_facts.setdefault(path, facts)
         self._contents.context_facts = {
-            path: entry for path, entry in self._contents.context_facts.items() if os.path.exists(path)
+            path: entry for path, entry in self._contents.context_facts.items() if exists(path)
         }
         try:
             prepare_directory(self._directory, self._path.parent)
@@ -265,6 +263,28 @@ class ResultCache:
         except OSError:
             # A read-only checkout or a full disk: the run's result stands, only the cache is lost.
             return
+
+
+class _Existence:
+    """Whether a path is still there: one of the run's own (`seen`), else a name its
+    directory lists. The entries of a tree's files are keyed by the same few thousand paths four
+    times over: a hook run checking one file made some 7,000 `exists` calls over sglang/srt, where
+    its directories are listed in a hundred. A wrong answer only keeps or drops an entry."""
+
+    def __init__(self, seen: Iterable[str]) -> None:
+        self._seen = set(seen)
+        self._listed: dict[str, frozenset[str]] = {}
+
+    def __call__(self, path: str) -> bool:
+        if path in self._seen:
+            return True
+        directory, name = os.path.split(path)
+        if directory not in self._listed:
+            try:
+                self._listed[directory] = frozenset(os.listdir(directory or "."))
+            except OSError:
+                self._listed[directory] = frozenset()
+        return name in self._listed[directory]
 
 
 def project_inputs(code: str, digests: Iterable[tuple[str, bytes]]) -> bytes:

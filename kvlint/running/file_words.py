@@ -70,6 +70,11 @@ class WordIndex:
         self._digests = digests
         self._seeds = seeds
         self._names: dict[str, _Names] = {}
+        # False once a question was answered from the bytes (a name that is not an ASCII word).
+        self.by_names = True
+        # Every name asked about: a file's other names answer no question.
+        self.asked_called: set[bytes] = set()
+        self.asked_defined: set[bytes] = set()
 
     def read_all(self, jobs: Optional[int]) -> None:
         """Read the words of every file the cache does not hold, in forked workers where there are
@@ -85,16 +90,22 @@ class WordIndex:
 
     def calling(self, names: set[str]) -> list[str]:
         other = _pattern(rb"(?<![\w])(?:", names, rb")\(")
-        return self._matching(names, lambda found: found.called, other)
+        return self._matching(names, lambda found: found.called, other, self.asked_called)
 
     def defining(self, names: set[str]) -> list[str]:
         other = _pattern(rb"def (?:", names, rb")\(")
-        return self._matching(names, lambda found: found.defined, other)
+        return self._matching(names, lambda found: found.defined, other, self.asked_defined)
 
     def _matching(
-        self, names: set[str], read: Callable[[_Names], frozenset[bytes]], other: Optional[re.Pattern[bytes]]
+        self,
+        names: set[str],
+        read: Callable[[_Names], frozenset[bytes]],
+        other: Optional[re.Pattern[bytes]],
+        asked: set[bytes],
     ) -> list[str]:
         words = {name.encode() for name in names if _WORD.fullmatch(name)}
+        asked |= words
+        self.by_names = self.by_names and other is None
         every = self._every()
         # The bytes only where the word sets cannot answer: the result cache's words stand for them.
         return [
@@ -122,6 +133,15 @@ class WordIndex:
         if self._cache is not None:
             self._cache.store_file_words(path, self._digests[path], words)
         self._names[path] = _names(words)
+
+
+def answers_alike(now: FileWords, then: FileWords, called: frozenset[bytes], defined: frozenset[bytes]) -> bool:
+    """Whether `now` answers as `then` did every question about a seed word, a call of one of
+    `called` and a definition of one of `defined`."""
+    if now == then:
+        return True
+    new, old = _names(now), _names(then)
+    return new.seeded == old.seeded and new.called & called == old.called & called and new.defined & defined == old.defined & defined
 
 
 def _names(words: FileWords) -> _Names:

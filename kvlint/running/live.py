@@ -40,7 +40,7 @@ from kvlint.running.cache import FileEntry, ResultCache, digest
 from kvlint.running.engine import run_cache
 from kvlint.running.incremental import TextCheck, check_text
 from kvlint.running.live_project import ProjectResult, SavedFacts
-from kvlint.running.project_facts import helper_views, scope_digest, with_view
+from kvlint.running.project_facts import helper_views, known_views, with_view
 from kvlint.running.plan import CheckRequest, Plan, RunOptions, file_requests, make_plan
 from kvlint.running.selection import per_file_ignored
 
@@ -98,7 +98,7 @@ class Workspace:
         self._digests = {shown[path]: known for path, known in file_digests.items()}
         # What the project index says about the helpers each file calls (`read_views`), resolved
         # in the saved files; None until read (or found in the cache), then kept until read again after a save.
-        self.views: Optional[dict[str, HelperFacts]] = self._cache.views(scope_digest(self._digests.items()))
+        self.views: Optional[dict[str, HelperFacts]] = known_views(self._cache, self._digests)
         if self.views is not None:
             self._facts_from_cache()
         # The last check of each file's text: an edit re-checks only what it changed.

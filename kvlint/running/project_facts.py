@@ -6,9 +6,10 @@ imports and class bases lead to, inside the run's whole scope (under
 `--changed` too, so an unchanged base class in another file still answers).
 Each file's summary, and the names it calls and defines (what the rounds
 finding helper names look up, `kvlint.running.file_words`), are cached by
-content in the result cache; the views of the checked files are cached under
-the digest of every file in scope, so a warm run whose tree did not change
-resolves nothing, and a run after one edit reads no other file's bytes.
+content in the result cache; the views are cached with what resolving them
+read (`kvlint.running.resolved_views`), so a warm run whose tree did not change
+resolves nothing, and neither does a run after an edit that changed nothing
+the resolution read (most edits of a model file).
 
 A file's view is part of the identity of its cached result: when a helper it
 calls changes its facts, the caller is checked again.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import pickle
+from dataclasses import replace
 from typing import Iterable, Mapping, Optional
 
 from kvlint.analysis.helper_summary import summarize
@@ -28,19 +30,13 @@ from kvlint.api.contract import PAGED_HELPERS, Contract
 from kvlint.api.helpers import HelperFacts
 from kvlint.running.cache import ResultCache, digest
 from kvlint.running.collector import collector_paused
-from kvlint.running.file_words import WordIndex
+from kvlint.running.file_words import WordIndex, answers_alike, read_words
+from kvlint.running.resolved_views import Reread, ResolvedViews, still_answers
 from kvlint.running.workers import map_in_workers
 
 
 # Rounds of "files naming a helper with a fact define helpers with facts too": the longest chain followed.
 _MAX_CHAIN = 6
-
-
-def scope_digest(digests: Iterable[tuple[str, bytes]]) -> bytes:
-    hasher = hashlib.sha256(b"helper-views")
-    for path, content in sorted(digests):
-        hasher.update(path.encode() + b"\0" + content)
-    return hasher.digest()
 
 
 def seed_words(contract: Contract) -> tuple[bytes, ...]:
@@ -64,17 +60,54 @@ def helper_views(
     parameter matters only where it is handed paged KV, which the summaries already read say.
     `jobs`: worker processes for summarising the files each round reads (None: every core).
     """
+    if result_cache is None:
+        with collector_paused():
+            return _views(sources, contract, None, {}, jobs).views
     if digests is None:
-        digests = {path: digest(data) for path, data in sources.items()} if result_cache is not None else {}
-    key = scope_digest(digests.items()) if result_cache is not None else b""
-    known = result_cache.views(key) if result_cache is not None else None
-    if known is not None:
-        return known
+        digests = {path: digest(data) for path, data in sources.items()}
+    kept = _kept_views(sources, contract, result_cache, digests)
+    if kept is not None:
+        return kept
     with collector_paused():
-        views = _views(sources, contract, result_cache, digests, jobs)
-    if result_cache is not None:
-        result_cache.store_views(key, views)
-    return views
+        resolved = _views(sources, contract, result_cache, digests, jobs)
+    result_cache.store_views(resolved)
+    return resolved.views
+
+
+def known_views(result_cache: ResultCache, digests: Mapping[str, bytes]) -> Optional[dict[str, HelperFacts]]:
+    """The views the cache holds for a scope at exactly these digests, or None."""
+    known = result_cache.views()
+    return known.views if known is not None and known.changed(digests) == [] else None
+
+
+def _kept_views(
+    sources: Mapping[str, bytes], contract: Contract, result_cache: ResultCache, digests: dict[str, bytes]
+) -> Optional[dict[str, HelperFacts]]:
+    """The cached views, when resolving again would read what it read before (each changed file's
+    names, and its summary where one was read, are read again to tell); None otherwise."""
+    known = result_cache.views()
+    if known is None:
+        return None
+    seeds = seed_words(contract)
+
+    def reread(path: str, then: bytes, summarised: bool) -> Reread:
+        data = sources[path]
+        words, words_then = read_words(data, seeds), result_cache.file_words(path, then)
+        alike = words_then is not None and answers_alike(words, words_then, known.asked_called, known.asked_defined)
+        summaries = (_summarize(path, data, contract), result_cache.summary(path, then)) if summarised and alike else None
+        return Reread(words, alike, summaries)
+
+    changed = still_answers(known, digests, reread)
+    if changed is None:
+        return None
+    # What a resolution would have cached of the changed files, and the bytes the views now stand for.
+    for path, again in changed:
+        result_cache.store_file_words(path, digests[path], again.words)
+        if again.summaries is not None:
+            result_cache.store_summary(path, digests[path], again.summaries[0])
+    if changed:
+        result_cache.store_views(replace(known, contents=dict(digests)))
+    return known.views
 
 
 def _views(
@@ -83,7 +116,7 @@ def _views(
     result_cache: Optional[ResultCache],
     digests: dict[str, bytes],
     jobs: Optional[int],
-) -> dict[str, HelperFacts]:
+) -> ResolvedViews:
     words = WordIndex(sources, result_cache, digests, seed_words(contract))
     words.read_all(jobs)
     seeded = words.seeded()
@@ -106,7 +139,8 @@ def _views(
         view = index.view(path)
         if view:
             views[path] = view
-    return views
+    return ResolvedViews(views, dict(digests), frozenset(reader.given), words.by_names,
+                         frozenset(words.asked_called), frozenset(words.asked_defined))
 
 
 class _SummaryReader:
@@ -127,13 +161,14 @@ class _SummaryReader:
         self._digests = digests
         self._jobs = jobs
         self._ahead: dict[str, Optional[FileSummary]] = {}
-        self._given: set[str] = set()
+        # The files whose summaries the index was given: what its answers rest on.
+        self.given: set[str] = set()
 
     def ahead(self, paths: Iterable[str]) -> None:
         """Summarise at once, on every core, those of `paths` the index has not been given yet."""
         unread = [
             path for path in paths
-            if path in self._sources and path not in self._given and path not in self._ahead and self._cached(path) is None
+            if path in self._sources and path not in self.given and path not in self._ahead and self._cached(path) is None
         ]
         arguments = [(path, self._sources[path], self._contract) for path in unread]
         self._ahead.update(zip(unread, map_in_workers(_summarize, arguments, self._jobs)))
@@ -141,7 +176,7 @@ class _SummaryReader:
     def summary(self, path: str) -> Optional[FileSummary]:
         if path not in self._sources:
             return None
-        self._given.add(path)
+        self.given.add(path)
         known = self._cached(path)
         if known is not None:
             return known
