@@ -50,6 +50,22 @@ def test_a_link_to_an_excluded_file_is_taken_with_its_real_path(tmp_path: Path) 
     assert scope.real[tmp_path / "view" / "m.py"] == (tmp_path / "excluded" / "m.py").resolve()
 
 
+def test_under_a_linked_directory_each_file_has_the_real_path_of_its_target(tmp_path: Path) -> None:
+    (tmp_path / "real" / "sub" / "deep").mkdir(parents=True)
+    (tmp_path / "real" / "sub" / "a.py").write_text("x = 1\n")
+    (tmp_path / "real" / "sub" / "deep" / "b.py").write_text("x = 1\n")
+    os.symlink(tmp_path / "real", tmp_path / "link")
+
+    through_link = discover([tmp_path / "link" / "sub"], [], tmp_path)
+    direct = discover([tmp_path / "real" / "sub"], [], tmp_path)
+
+    linked = tmp_path / "link" / "sub"
+    target = (tmp_path / "real" / "sub").resolve()
+    assert through_link.files == (linked / "a.py", linked / "deep" / "b.py")
+    assert dict(through_link.real) == {linked / "a.py": target / "a.py", linked / "deep" / "b.py": target / "deep" / "b.py"}
+    assert dict(direct.real) == {path: path.resolve() for path in direct.files}
+
+
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 

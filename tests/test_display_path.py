@@ -1,4 +1,5 @@
-"""A file is shown relative to the working directory, as `Path.relative_to` would show it."""
+"""A file is shown relative to the working directory, as `Path.relative_to` would show it; and
+relative to the configuration's root, as its per-file patterns see it, the same way."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvlint.running.discovery import display_path
+from kvlint.running.engine import _config_relative
 
 
 @pytest.mark.parametrize(
@@ -26,3 +28,4 @@ def test_shown_as_relative_to_shows_it(path: str, cwd: str) -> None:
     except ValueError:
         expected = Path(path).as_posix()
     assert display_path(Path(path), Path(cwd)) == expected
+    assert _config_relative(Path(path), Path(cwd)) == expected

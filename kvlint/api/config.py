@@ -20,6 +20,8 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class TboConfig:
+    """`[tool.kvlint.tbo]`: the batch class KV301 reads, its two-batch-overlap child builder, strictness."""
+
     batch_class: str = "ForwardBatch"
     child_builder: str = "filter_batch"
     strict: bool = False
@@ -27,6 +29,8 @@ class TboConfig:
 
 @dataclass(frozen=True)
 class Config:
+    """`[tool.kvlint]` (or kvlint.toml) as read, defaults filled in."""
+
     include: tuple[str, ...] = (".",)
     exclude: tuple[str, ...] = ()
     select: tuple[str, ...] = ("KV",)

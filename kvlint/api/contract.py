@@ -49,6 +49,8 @@ LOC_KEYWORDS: tuple[str, ...] = ("loc", "loc_info")
 
 @dataclass(frozen=True)
 class Contract:
+    """The target codebase's names kvlint checks against: configured, learned from the tree, or these defaults."""
+
     write_loc_class: str = "KVWriteLoc"
     mark: str = SEED_DEFAULTS["mark"]
     batch_mark: str = SEED_DEFAULTS["batch-mark"]

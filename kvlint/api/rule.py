@@ -64,6 +64,8 @@ class Replacement:
 
 @dataclass(frozen=True)
 class Violation:
+    """What a per-file rule flags: a node of LibCST's tree, the message, and maybe a fix."""
+
     code: str
     node: cst.CSTNode
     message: str
@@ -179,6 +181,8 @@ class ProjectEdit:
 
 @dataclass(frozen=True)
 class ProjectViolation:
+    """What a project rule flags: a place in one file (CPython's positions), the message, and maybe an edit."""
+
     path: str
     line: int
     column: int

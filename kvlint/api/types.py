@@ -135,6 +135,8 @@ class FixInfo:
 
 @dataclass(frozen=True)
 class Finding:
+    """One reported problem: where, which rule, why, and the fix if there is one."""
+
     code: str
     name: str
     severity: Severity

@@ -30,6 +30,8 @@ SKIPPED_DIRS = frozenset(
 
 @dataclass(frozen=True)
 class Scope:
+    """The files in scope, sorted, and what was skipped and why."""
+
     files: tuple[Path, ...]
     # Paths skipped for a reason the user should see (broken link, link outside the tree).
     skipped: tuple[tuple[str, str], ...]
@@ -60,8 +62,10 @@ def discover(paths: Sequence[Path], exclude: Sequence[str], exclude_root: Path) 
         if not absolute.exists() and not absolute.is_symlink():
             raise ConfigError(f"path does not exist: {given}")
         if absolute.is_dir() and not absolute.is_symlink():
+            # git lists what it ignores on the other core while the directory is walked here.
+            ignored = _GitIgnored(absolute)
             walked: dict[Path, Path] = dict(_walk(absolute, skipped, cwd))
-            candidates = _drop_git_ignored(absolute, list(walked))
+            candidates = ignored.dropped_from(list(walked))
         else:
             # A file named explicitly is checked even if excluded by a directory rule,
             # and even when it is a link out of the tree: the user asked for it.
@@ -102,10 +106,12 @@ def _walk(root: Path, skipped: list[tuple[str, str]], cwd: Path) -> Iterable[tup
     """Each Python file under `root` with its real path, in `os.walk`'s top-down order.
 
     Directory entries carry their type, so a plain file or directory costs no stat (a third of a
-    one-file hook run's walk over sglang/srt was `is_symlink` and `stat` per file).
+    one-file hook run's walk over sglang/srt was `is_symlink` and `stat` per file). Where no link
+    leads to `root`, each path is its own real path: one `Path` serves as both (a `Path` costs
+    microseconds to make, thousands of them milliseconds).
     """
     resolved_root = root.resolve()
-    pending = [(root, resolved_root)]
+    pending = [(root, root if resolved_root == root else resolved_root)]
     while pending:
         base, real_base = pending.pop()
         try:
@@ -124,13 +130,13 @@ def _walk(root: Path, skipped: list[tuple[str, str]], cwd: Path) -> Iterable[tup
                 continue
             if name.endswith(".py"):
                 skipped.append((display_path(child, cwd), "a directory, not a Python file"))
-            kept.append((child, real_base / name))
+            kept.append((child, child if real_base is base else real_base / name))
         for entry in entries:
             if not entry.name.endswith(".py") or _is_directory(entry):
                 continue
             path = base / entry.name
             if entry.is_file(follow_symlinks=False):
-                yield path, real_base / entry.name
+                yield path, path if real_base is base else real_base / entry.name
                 continue
             reason = _unusable(path, tree=resolved_root)
             if reason is not None:
@@ -180,34 +186,51 @@ def _unusable(path: Path, tree: Optional[Path]) -> Optional[str]:
     return None
 
 
-def _drop_git_ignored(root: Path, candidates: list[Path]) -> list[Path]:
-    """`candidates` without the files git ignores under `root`: untracked and matched by an
-    ignore rule, or inside an ignored directory (a tracked file is never ignored).
+class _GitIgnored:
+    """What git ignores under a directory: untracked and matched by an ignore rule, or inside an
+    ignored directory (a tracked file is never ignored).
 
     One listing of what git ignores, not each candidate asked about: `git check-ignore` on
-    sglang/srt's 2,141 paths took 0.06 s of every pre-commit run, the listing 0.007 s.
+    sglang/srt's 2,141 paths took 0.06 s of every pre-commit run, the listing 0.007 s. It is
+    started when made, and read when asked for.
     """
-    if not candidates:
-        return candidates
-    try:
-        result = subprocess.run(
-            ["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
-            cwd=root,
-            capture_output=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return candidates
-    # 128: not a git repository.
-    if result.returncode != 0:
-        return candidates
-    # Relative to `root`; an ignored directory is listed once, with a trailing slash.
-    listed = [os.fsdecode(item) for item in result.stdout.split(b"\0") if item]
-    if not listed:
-        return candidates
-    files = {os.path.normpath(os.path.join(root, name)) for name in listed if not name.endswith("/")}
-    directories = tuple(os.path.normpath(os.path.join(root, name)) + os.sep for name in listed if name.endswith("/"))
-    return [path for path in candidates if str(path) not in files and not str(path).startswith(directories)]
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        try:
+            self._git: Optional[subprocess.Popen[bytes]] = subprocess.Popen(
+                ["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
+                cwd=root,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except OSError:
+            self._git = None
+
+    def dropped_from(self, candidates: list[Path]) -> list[Path]:
+        """`candidates` without the files git ignores (all of them where git cannot tell: not a repository)."""
+        listed = self._listed()
+        if not candidates or not listed:
+            return candidates
+        root = self._root
+        files = {os.path.normpath(os.path.join(root, name)) for name in listed if not name.endswith("/")}
+        directories = tuple(os.path.normpath(os.path.join(root, name)) + os.sep for name in listed if name.endswith("/"))
+        return [path for path in candidates if str(path) not in files and not str(path).startswith(directories)]
+
+    def _listed(self) -> list[str]:
+        """What git listed, relative to the root; an ignored directory once, with a trailing slash."""
+        if self._git is None:
+            return []
+        try:
+            out, _err = self._git.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._git.kill()
+            self._git.communicate()
+            return []
+        # 128: not a git repository.
+        if self._git.returncode != 0:
+            return []
+        return [os.fsdecode(item) for item in out.split(b"\0") if item]
 
 
 def _excluded(path: Path, patterns: Sequence[str], root: Path) -> bool:

@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from kvlint.running.cache import ResultCache, dataclass_identity, run_key
 from kvlint.running.collector import made_to_last
@@ -31,7 +31,6 @@ from kvlint.running.contract_cache import contract_for
 from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.running.project_facts import helper_views, with_view
-from kvlint.running.prove import Certificate, prove_scope
 from kvlint.running.reading import Reader, SourceChanged
 from kvlint.running.stat_table import StatTable
 from kvlint.running.decide import unused_ignores
@@ -40,9 +39,14 @@ from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_
 from kvlint.running.head_start import HeadStart, warm_up
 from kvlint.running.workers import Progress, check_all, map_shared
 
+if TYPE_CHECKING:
+    from kvlint.running.prove import Certificate
+
 
 @dataclass
 class RunResult:
+    """What a run found, over which files, under which contract; for `fix`, the fixed bytes."""
+
     files_in_scope: int
     files_parsed: int
     findings: list[Finding]
@@ -83,7 +87,7 @@ def _run(
     scope = discover(paths, config.exclude, config.root)
     files = list(scope.files)
     if options.changed is not None:
-        files = _only_changed(files, options.changed)
+        files = _only_changed(files, scope.real, options.changed)
     # Under --changed, or with paths narrower than the configured include (the pre-commit hook),
     # the rest of the tree is context: the contract, the helpers' facts and KV301's facts come
     # from it as in a whole-tree run, but nothing is reported there.
@@ -114,9 +118,9 @@ def _run(
     as_shown = partial(display_path, cwd=cwd)
     by_path = sources.keyed(as_shown)
     root = config.root.resolve()
-    config_paths = {display_path(path, cwd): _config_relative(path, root) for path in sources}
+    config_paths = {shown: _config_relative(path, root) for shown, path in by_path.paths().items()}
     context_by_path = context.keyed(as_shown)
-    config_paths.update({display_path(path, cwd): _config_relative(path, root) for path in context})
+    config_paths.update({shown: _config_relative(path, root) for shown, path in context_by_path.paths().items()})
     result_cache = run_cache(config, options, contract, cwd) if options.cache else None
 
     @cache
@@ -232,9 +236,13 @@ def _run(
         produced = [finding for finding in produced if finding.path in by_path or finding.path not in everything]
         findings.extend(produced)
         phases.done("project", "%s: %d findings (%s)", code, len(produced), project.answered_by)
-    proved = (prove_scope(config, contract, by_path, everything, config_paths, paths, findings, result_cache,
-                          content_digests)
-              if options.prove or config.prove else None)
+    proved: Optional[Certificate] = None
+    if options.prove or config.prove:
+        # Imported here: the proof, and the analysis it runs, load only for a run under --prove.
+        from kvlint.running.prove import prove_scope
+
+        proved = prove_scope(config, contract, by_path, everything, config_paths, paths, findings, result_cache,
+                             content_digests)
     for shown, result in checked.items():
         if result.outcome is not None and result.outcome.open_suppressions:
             findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project.used.get(shown, ())))
@@ -317,7 +325,8 @@ def _without_fix(outcome: Optional[FileOutcome]) -> Optional[FileOutcome]:
     return None if outcome is None else replace(outcome, fixed_source=None)
 
 
-def _only_changed(files: list[Path], rev: str) -> list[Path]:
+def _only_changed(files: list[Path], real: Mapping[Path, Path], rev: str) -> list[Path]:
+    """`files` (`real`: each one's real path, as `discover` found it) that git says changed against `rev`."""
     top = _git(["rev-parse", "--show-toplevel"], Path.cwd())
     if top is None:
         raise ConfigError("--changed needs a git repository")
@@ -327,7 +336,9 @@ def _only_changed(files: list[Path], rev: str) -> list[Path]:
         raise ConfigError(f"--changed: git cannot diff against {rev!r}")
     untracked = _git(["ls-files", "-z", "--others", "--exclude-standard"], root) or ""
     changed = {(root / name).resolve() for name in (diff + untracked).split("\0") if name}
-    return [path for path in files if path.resolve() in changed]
+    # The walk's real paths, not `Path.resolve` (a stat per path component): over sglang/srt's
+    # 2,141 files resolving took 0.4 s of every `--changed` run.
+    return [path for path in files if real[path] in changed]
 
 
 def _git(args: list[str], cwd: Path) -> Optional[str]:
@@ -340,7 +351,6 @@ def _git(args: list[str], cwd: Path) -> Optional[str]:
 
 def _config_relative(path: Path, root: Path) -> str:
     """`path` as the configuration's per-file patterns see it: relative to the resolved config root."""
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return path.as_posix()
+    # What `relative_to(root).as_posix()` gives, by a prefix test on the text: over sglang/srt's
+    # 2,141 files `relative_to` took 0.025 s of every run.
+    return display_path(path, root)

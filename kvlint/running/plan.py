@@ -30,6 +30,8 @@ from kvlint.running.learn import learn_contract
 
 @dataclass(frozen=True)
 class RunOptions:
+    """A run's options from the command line (or a library caller), beside the configuration."""
+
     paths: tuple[Path, ...] = ()
     select: Optional[tuple[str, ...]] = None
     ignore: tuple[str, ...] = ()
@@ -89,6 +91,8 @@ def whole_file_groups(rule: type[ProjectRule], options: TboConfig, contract: Con
 
 @dataclass(frozen=True)
 class Plan:
+    """The selected rules and their encoded trigger words."""
+
     rules: tuple[type[Rule], ...]
     project_rules: tuple[ProjectRule, ...]
     rule_groups: tuple[Groups, ...]

@@ -82,6 +82,10 @@ class FileBytes(Mapping[K, bytes], Generic[K]):
         """These files, then `after`'s, as `{**self, **after}` would order them, without reading any."""
         return FileBytes(self._store, {**self._paths, **after._paths})
 
+    def paths(self) -> dict[K, Path]:
+        """Each file's path, by key."""
+        return dict(self._paths)
+
     def digests(self) -> dict[K, bytes]:
         """Each file's content digest (only where the reader hashed: with the cache on)."""
         return {key: self._store.digests[path] for key, path in self._paths.items()}
@@ -102,6 +106,8 @@ class Reader:
     def read(self, files: Sequence[Path], real: Mapping[Path, Path]) -> tuple[FileBytes[Path], list[RunError]]:
         """`files` (`real`: each one's real path); a file that cannot be read is left out with an error."""
         store, table = self._store, self._table
+        # Locals: this loop runs once for each of a tree's thousands of files on every run.
+        digests, vouched = store.digests, 0
         paths: dict[Path, Path] = {}
         errors: list[RunError] = []
         stat_at = time_ns()
@@ -110,9 +116,9 @@ class Reader:
             key = str(real.get(path) or os.path.abspath(path)) if info is not None else ""
             known = table.digest(key, info) if table is not None and info is not None else None
             if known is not None:
-                store.digests[path] = known
+                digests[path] = known
                 paths[path] = path
-                self.vouched += 1
+                vouched += 1
                 continue
             try:
                 data = path.read_bytes()
@@ -125,6 +131,7 @@ class Reader:
                 store.digests[path] = digest(data)
                 if table is not None and info is not None:
                     table.record(key, info, store.digests[path], stat_at)
+        self.vouched += vouched
         return FileBytes(store, paths), errors
 
 
