@@ -118,6 +118,26 @@ def test_a_batch_for_every_core_closes_the_head_start_for_good() -> None:
     assert early.pool_for(1) is None
 
 
+WARM_UP = """
+import sys
+from kvlint.running.head_start import _warm_up
+
+_warm_up(sys.argv[1:])
+module = sys.modules.get("libcst")
+print(type(module).__name__ if module is not None else "absent")
+"""
+
+
+@pytest.mark.parametrize(("name", "source", "libcst"), [("cleared.py", CLEARED, "_StandIn"), ("bad.py", BARE, "module")])
+def test_the_worker_imports_libcst_itself_only_for_a_file_a_rule_may_flag(
+    in_tmp: Path, name: str, source: str, libcst: str
+) -> None:
+    # A fresh interpreter, as the worker forked from a `kvlint` process that has not loaded LibCST.
+    (in_tmp / name).write_text(source)
+    done = subprocess.run([sys.executable, "-c", WARM_UP, name], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == [libcst]
+
+
 def test_no_head_start_for_a_file_the_cache_answers() -> None:
     assert not started({"bad.py": BARE.encode()}, answered=True)
 

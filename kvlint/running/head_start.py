@@ -121,16 +121,19 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _warm_up(paths: list[str]) -> None:
-    # Imported here: this runs in the worker. The registry puts a stand-in for LibCST in place
-    # first, so the rules' import does not import LibCST itself.
+    # Imported here: this runs in the worker. The registry first: it puts a stand-in for LibCST in
+    # place, so neither the rules nor the checker (which import it) import LibCST itself.
+    from kvlint.running.registry import all_rules
+
+    rules = all_rules()
+    # Imported here, after the stand-in: see above.
     from kvlint.api.contract import Contract
     from kvlint.api.rule import Rule
     from kvlint.running.checker import would_parse
     from kvlint.running.deferred_libcst import load
     from kvlint.running.plan import CheckRequest
-    from kvlint.running.registry import all_rules
 
-    file_rules = tuple(rule for rule in all_rules() if issubclass(rule, Rule))
+    file_rules = tuple(rule for rule in rules if issubclass(rule, Rule))
     for path in paths:
         try:
             data = Path(path).read_bytes()
