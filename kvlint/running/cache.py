@@ -9,14 +9,14 @@ stale result. Project rules (KV301) are cached by the hashes of the files
 whose facts they read, and of the files their findings land in. A file read
 only as context (under `--changed`, or by a hook run naming a few files) keeps
 its project rules' facts by content, so the next such run does not extract
-them again. The selected
-rules' trigger words are kept too, so a run whose changed files hold none of
-them never imports a rule.
+them again. The selected rules' trigger words are kept too, so a run whose
+changed files hold none of them never imports a rule.
 
-Writes go to a temp file that is renamed over the old one, so two concurrent
-runs each leave a complete cache (the last one wins). A file that cannot be
-read back (truncated, corrupt, another format) is treated as empty and
-rewritten. Only the newest `MAX_RUN_KEYS` cache files are kept.
+A run that changed a few entries appends them to a journal beside the file
+(`kvlint.running.cache_journal`); a rewrite goes to a temp file renamed over
+the old one, so two concurrent runs each leave a complete cache (the last one
+wins). A file that cannot be read back (truncated, corrupt, another format) is
+treated as empty and rewritten. Only the newest `MAX_RUN_KEYS` are kept.
 
 What a load makes lives until the run saves: it is unpickled with the garbage
 collector paused, then frozen out of its walks (`gc.freeze`) until `save`.
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from kvlint import __version__
+from kvlint.running import cache_journal
 from kvlint.running.collector import collector_paused
 from kvlint.running.prefilter import Triggers
 from kvlint.running.resolved_views import ResolvedViews
@@ -54,6 +55,9 @@ MAX_RUN_KEYS = 16
 STALE_TEMP_S = 3600
 GITIGNORE = "# Automatically created by kvlint.\n*\n"
 CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This directory is kvlint's result cache.\n"
+
+# The fields of `_Contents` keyed by path (or rule code): a journal record holds only the entries a run stored.
+_BY_KEY = ("files", "project", "summaries", "words", "context_facts")
 
 # A cached file: its content digest, its outcome (None: no selected rule's trigger
 # words, never parsed) and each project rule's facts, still pickled.
@@ -131,7 +135,8 @@ class ResultCache:
         # What was loaded lives until the run ends: the collections a run makes (LibCST's trees
         # make many) need not walk it again each time. `save` hands it back to the collector.
         gc.freeze()
-        self._dirty = False
+        # What this run stored, by field (and key, for the fields keyed by path or code): what `save` appends.
+        self._changes: dict[str, Any] = {}
         # The summaries unpickled in this run, by path (each at the content stored for it).
         self._summaries: dict[str, Any] = {}
 
@@ -145,16 +150,14 @@ class ResultCache:
         self, path: str, content_digest: bytes, outcome: Optional[FileOutcome], facts: dict[str, Any]
     ) -> None:
         pickled = {code: pickle.dumps(fact, protocol=pickle.HIGHEST_PROTOCOL) for code, fact in facts.items()}
-        self._contents.files[path] = (content_digest, outcome, pickled)
-        self._dirty = True
+        self._keep("files", path, (content_digest, outcome, pickled))
 
     @property
     def triggers(self) -> Optional[Triggers]:
         return self._contents.triggers
 
     def store_triggers(self, triggers: Triggers) -> None:
-        self._contents.triggers = triggers
-        self._dirty = True
+        self._set("triggers", triggers)
 
     def summary(self, path: str, content_digest: bytes) -> Any:
         """The project index's summary of `path` at this content, or None."""
@@ -170,9 +173,8 @@ class ResultCache:
         return bool(self._contents.summaries)
 
     def store_summary(self, path: str, content_digest: bytes, summary: Any) -> None:
-        self._contents.summaries[path] = (content_digest, pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL))
+        self._keep("summaries", path, (content_digest, pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)))
         self._summaries[path] = summary
-        self._dirty = True
 
     def file_words(self, path: str, content_digest: bytes) -> Any:
         """The names `path` calls and defines at this content, or None."""
@@ -180,8 +182,7 @@ class ResultCache:
         return entry[1] if entry is not None and entry[0] == content_digest else None
 
     def store_file_words(self, path: str, content_digest: bytes, words: Any) -> None:
-        self._contents.words[path] = (content_digest, words)
-        self._dirty = True
+        self._keep("words", path, (content_digest, words))
 
     def project_facts(self, path: str, content_digest: bytes) -> Optional[dict[str, bytes]]:
         """The project rules' facts (pickled) of `path` at this content: from its checked result,
@@ -196,16 +197,14 @@ class ResultCache:
         """Project facts of files read as context only, by path: (content digest, facts by rule code)."""
         for path, (content_digest, by_code) in facts.items():
             pickled = {code: pickle.dumps(fact, protocol=pickle.HIGHEST_PROTOCOL) for code, fact in by_code.items()}
-            self._contents.context_facts[path] = (content_digest, pickled)
-            self._dirty = True
+            self._keep("context_facts", path, (content_digest, pickled))
 
     def views(self) -> Optional[ResolvedViews]:
         """The helper views last resolved under this run key, or None."""
         return self._contents.views
 
     def store_views(self, views: ResolvedViews) -> None:
-        self._contents.views = views
-        self._dirty = True
+        self._set("views", views)
 
     def proof(self, key: bytes) -> Any:
         """The --prove result computed under `key` (the scope's contents and the run's raw findings), or None."""
@@ -213,8 +212,7 @@ class ResultCache:
         return proof if stored == key else None
 
     def store_proof(self, key: bytes, proof: Any) -> None:
-        self._contents.proof = (key, proof)
-        self._dirty = True
+        self._set("proof", (key, proof))
 
     def project(self, code: str, inputs: bytes, digests: dict[str, bytes]) -> Optional[ProjectEntry]:
         entry = self._contents.project.get(code)
@@ -225,11 +223,20 @@ class ResultCache:
         return entry
 
     def store_project(self, code: str, entry: ProjectEntry) -> None:
-        self._contents.project[code] = entry
-        self._dirty = True
+        self._keep("project", code, entry)
+
+    def _keep(self, name: str, key: str, entry: Any) -> None:
+        """Store `entry` under `key` in the field `name` (one of `_BY_KEY`)."""
+        getattr(self._contents, name)[key] = entry
+        self._changes.setdefault(name, {})[key] = entry
+
+    def _set(self, name: str, value: Any) -> None:
+        setattr(self._contents, name, value)
+        self._changes[name] = value
 
     def save(self, seen: Iterable[str]) -> None:
-        """Write the cache if anything changed, merged with what a concurrent run wrote meanwhile.
+        """Append what changed to the cache's journal, or write the cache again, merged with what a
+        concurrent run wrote meanwhile (`kvlint.running.cache_journal`).
 
         Entries for files not in this run are kept while the file still exists.
         """
@@ -237,9 +244,18 @@ class ResultCache:
         seen = set(seen)
         exists = _Existence(seen)
         gone = [path for path in self._contents.files if not exists(path)]
-        if not self._dirty and not gone:
+        if not self._changes and not gone:
             _touch(self._path)
             return
+        if not gone and self._read_as is not None and _file_identity(self._path) == self._read_as:
+            try:
+                appended = cache_journal.append(self._path, self._changes, self._read_as[1])
+            except OSError:
+                return
+            if appended:
+                # The file's time orders the run keys `_prune` keeps.
+                _touch(self._path)
+                return
         # Reading the file again (0.4 s over sglang/srt) only when another run replaced it.
         merged = _load(self._path) if _file_identity(self._path) != self._read_as else _Contents()
         for path, entry in merged.files.items():
@@ -259,6 +275,7 @@ class ResultCache:
         try:
             prepare_directory(self._directory, self._path.parent)
             write_atomically(self._path, pickle.dumps(self._contents, protocol=pickle.HIGHEST_PROTOCOL))
+            cache_journal.remove(self._path)
             _prune(self._path.parent)
         except OSError:
             # A read-only checkout or a full disk: the run's result stands, only the cache is lost.
@@ -314,7 +331,16 @@ def _load(path: Path) -> _Contents:
         return _Contents()
     except Exception:  # noqa: BLE001 - any unreadable cache is an empty one
         return _Contents()
-    return contents if isinstance(contents, _Contents) else _Contents()
+    if not isinstance(contents, _Contents):
+        return _Contents()
+    with collector_paused():
+        for record in cache_journal.records(path):
+            for name, value in record.items():
+                if name in _BY_KEY:
+                    getattr(contents, name).update(value)
+                else:
+                    setattr(contents, name, value)
+    return contents
 
 
 def prepare_directory(root: Path, directory: Path) -> None:
@@ -369,5 +395,6 @@ def _prune(directory: Path) -> None:
     for _mtime, path in sorted(entries, reverse=True)[MAX_RUN_KEYS:]:
         try:
             os.unlink(path)
+            cache_journal.remove(Path(path))
         except FileNotFoundError:
             continue
