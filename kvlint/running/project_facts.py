@@ -93,19 +93,22 @@ def _kept_views(
     def reread(path: str, then: bytes, summarised: bool) -> Reread:
         data = sources[path]
         words, words_then = read_words(data, seeds), result_cache.file_words(path, then)
-        alike = words_then is not None and answers_alike(words, words_then, known.asked_called, known.asked_defined)
-        summaries = (_summarize(path, data, contract), result_cache.summary(path, then)) if summarised and alike else None
-        return Reread(words, alike, summaries)
+        # Kept at once, by content: a resolution the edit does call for reads them from the cache.
+        result_cache.store_file_words(path, digests[path], words)
+        if words_then is None or not answers_alike(words, words_then, known.asked_called, known.asked_defined):
+            return Reread(False)
+        if not summarised:
+            return Reread(True)
+        summary, summary_then = _summarize(path, data, contract), result_cache.summary(path, then)
+        if summary is not None:
+            result_cache.store_summary(path, digests[path], summary)
+        return Reread(True, (summary, summary_then))
 
     changed = still_answers(known, digests, reread)
     if changed is None:
         return None
-    # What a resolution would have cached of the changed files, and the bytes the views now stand for.
-    for path, again in changed:
-        result_cache.store_file_words(path, digests[path], again.words)
-        if again.summaries is not None:
-            result_cache.store_summary(path, digests[path], again.summaries[0])
     if changed:
+        # The bytes the views now stand for.
         result_cache.store_views(replace(known, contents=dict(digests)))
     return known.views
 

@@ -45,7 +45,6 @@ class ResolvedViews:
 class Reread:
     """A changed file as the resolution would read it now, and as it was read then."""
 
-    words: Any
     # Whether its names answer each question the rounds asked as they did then.
     names_alike: bool
     # Only for a file whose summary was read: (now, then).
@@ -60,18 +59,15 @@ class Reread:
 
 def still_answers(
     known: Optional[ResolvedViews], digests: Mapping[str, bytes], reread: Callable[[str, bytes, bool], Reread]
-) -> Optional[list[tuple[str, Reread]]]:
-    """The changed files as read again (`reread(path, digest then, summary read)`) when `known`'s views
-    hold for the scope at `digests`, else None."""
+) -> Optional[list[str]]:
+    """The changed files, each read again (`reread(path, digest then, summary read)`), when `known`'s
+    views hold for the scope at `digests`, else None."""
     if known is None:
         return None
     changed = known.changed(digests)
     if changed is None or (changed and not known.by_names):
         return None
-    found = []
     for path in changed:
-        again = reread(path, known.contents[path], path in known.summarised)
-        if not again.same():
+        if not reread(path, known.contents[path], path in known.summarised).same():
             return None
-        found.append((path, again))
-    return found
+    return changed
