@@ -11,7 +11,8 @@ spreads evenly over them. For every command: median and min-max wall time
 included), the ratios to the stdlib-`ast` baseline and to `python -c pass`,
 and the peak resident memory of its largest process (`wait4`'s `ru_maxrss`).
 The pre-commit rows check one named file in a third copy (a git checkout, as
-the hook's always is) whose cache is warm, the file edited before each run; the LibCST rows are their floor while LibCST
+the hook's always is) whose cache is warm, the file edited before each run (a line
+appended, or, in the "lines moved" rows, a line added at its top); the LibCST rows are their floor while LibCST
 parses what the rules check (import it, parse the file, in a bare interpreter).
 Fixit 2 and ruff are measured where they are
 installed (they are not dependencies).
@@ -49,6 +50,9 @@ PRE_COMMIT_FILES = (
     "layers/attention/triton_backend.py",
     "models/llama.py",
 )
+# The same hook run after an edit that moves every line of the file down (a line added at its top),
+# as most real edits move some: the project index reads a backend's summary, whose lines then change.
+SHIFTED_FILES = (PRE_COMMIT_FILES[0], PRE_COMMIT_FILES[3])
 # The floor of any run that checks one of the backends with LibCST: a bare interpreter that imports
 # LibCST and parses the file, nothing else (the rules' `may_flag` keeps some rule on each of them).
 LIBCST_FLOOR_FILES = PRE_COMMIT_FILES[:3]
@@ -145,6 +149,15 @@ def appender(path: Path) -> Callable[[], None]:
     return edit
 
 
+def prepender(path: Path) -> Callable[[], None]:
+    edits = iter(range(1_000_000))
+
+    def edit() -> None:
+        path.write_bytes(f"# bench edit {next(edits)}\n".encode() + path.read_bytes())
+
+    return edit
+
+
 def findings_count(command: Command) -> str:
     if command.name.startswith(("kvlint check", "pre-commit")):
         try:
@@ -230,6 +243,10 @@ def main() -> None:
             Command(f"pre-commit 1 file: {Path(name).name}", [*json_check, f"{hook.name}/{name}"], hook_root,
                     appender(hook / name))
             for name in PRE_COMMIT_FILES if (hook / name).is_file()
+        ] + [
+            Command(f"pre-commit, lines moved: {Path(name).name}", [*json_check, f"{hook.name}/{name}"], hook_root,
+                    prepender(hook / name))
+            for name in SHIFTED_FILES if (hook / name).is_file()
         ]
         floors = [
             Command(f"LibCST import + parse: {Path(name).name}",
