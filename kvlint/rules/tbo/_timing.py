@@ -56,6 +56,9 @@ class SplitTiming:
                 node = (path, *function.key)
                 self._functions[node] = function
                 self._by_name.setdefault(function.key[1], []).append(node)
+        # `_callees` by what decides them (not a call's source rank): the rounds of `_splitting`
+        # ask about every call again, and a tree's calls repeat a few callees.
+        self._callees_of: dict[tuple[object, ...], frozenset[Node]] = {}
         self._subclasses: dict[tuple[str, str], list[tuple[str, ClassFact]]] = {}
         for path, facts in tree.facts.items():
             for klass in facts.classes:
@@ -124,7 +127,14 @@ class SplitTiming:
                     todo.append(callee)
         return seen
 
-    def _callees(self, caller: Node, call: Call, dynamic: bool) -> set[Node]:
+    def _callees(self, caller: Node, call: Call, dynamic: bool) -> frozenset[Node]:
+        key = (caller[0], caller[1], call.kind, call.name, call.owner, call.origin, call.batch_args, dynamic)
+        known = self._callees_of.get(key)
+        if known is None:
+            known = self._callees_of[key] = frozenset(self._resolve_callees(caller, call, dynamic))
+        return known
+
+    def _resolve_callees(self, caller: Node, call: Call, dynamic: bool) -> set[Node]:
         path, klass, _name = caller
         if call.kind is CallKind.SELF:
             return self._method(path, klass, None, call.name) | self._overrides(path, klass, call.name)
