@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import subprocess
@@ -260,6 +261,14 @@ def test_a_check_whose_text_differs_from_the_one_parsed_ahead_parses_its_own() -
     assert [(f.code, f.line) for f in outcome.findings] == [("KV101", 14)]
     kvlint.running.checker._PARSED_AHEAD.clear()
     kvlint.running.checker._TREES_AHEAD.clear()
+
+
+def test_the_worker_parses_with_the_collector_paused() -> None:
+    # Its trees make no cycle: collections would only walk them while it parses.
+    with ProcessPoolExecutor(
+        max_workers=1, initializer=kvlint.running.head_start._worker_start, initargs=(os.getpid(),)
+    ) as pool:
+        assert pool.submit(gc.isenabled).result() is False
 
 
 LEFT_BEHIND = """

@@ -34,6 +34,7 @@ enough for a pool of every core closes it first.
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -104,13 +105,23 @@ def warm_up(files: Sequence[Path], scope_files: int, cache: bool, jobs: Optional
         return None
     if loaded() or (jobs if jobs is not None else default_jobs()) < 2:
         return None
-    pool = ProcessPoolExecutor(max_workers=1, initializer=_exit_with_parent, initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(max_workers=1, initializer=_worker_start, initargs=(os.getpid(),))
     pool.submit(_warm_up, [str(path) for path in files])
     return HeadStart(pool)
 
 
+def _worker_start(parent: int) -> None:
+    """In the worker: no cyclic collections, and an end when the main process is gone.
+
+    The worker imports LibCST and parses a few files, whose trees make no cycle and live until
+    their check: with the collector on, parsing a large backend took a tenth longer.
+    """
+    gc.disable()
+    _exit_with_parent(parent)
+
+
 def _exit_with_parent(parent: int) -> None:
-    """In the worker: end when the main process is gone, whatever state it left the pool in."""
+    """End when the main process is gone, whatever state it left the pool in."""
 
     def watch() -> None:
         while os.getppid() == parent:
