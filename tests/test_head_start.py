@@ -112,7 +112,7 @@ def test_a_file_no_rule_keeps_is_not_parsed_ahead(monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_batch_for_every_core_closes_the_head_start_for_good() -> None:
-    early = HeadStart(ProcessPoolExecutor(max_workers=1), [])
+    early = HeadStart(ProcessPoolExecutor(max_workers=1))
     assert early.pool_for(1) is not None
     # Closed before any pool of every core forks: it would fork beside this pool's thread.
     assert early.pool_for(MIN_FILES_FOR_WORKERS) is None

@@ -31,7 +31,6 @@ runs, which a warm cache leaves little to do, and a batch of files large
 enough for a pool of every core closes it first.
 """
 
-
 from __future__ import annotations
 
 import gc
@@ -54,10 +53,10 @@ _PARENT_POLL_S = 0.2
 class HeadStart:
     """The head-start worker's pool, for as long as it is where files are checked."""
 
-    def __init__(self, pool: ProcessPoolExecutor, files: Sequence[str] = ()) -> None:
+    def __init__(self, pool: ProcessPoolExecutor) -> None:
         self._pool: Optional[ProcessPoolExecutor] = pool
-        # The files worth parsing ahead: not answered by the cache, holding trigger words.
-        self.files = list(files)
+        # The files worth parsing ahead (`keep_for`): not answered by the cache, holding trigger words.
+        self.files: list[str] = []
 
     def keep_for(
         self,

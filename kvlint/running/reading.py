@@ -128,9 +128,9 @@ class Reader:
             store.data[path] = data
             paths[path] = path
             if self._hashing:
-                store.digests[path] = digest(data)
+                digests[path] = digest(data)
                 if table is not None and info is not None:
-                    table.record(key, info, store.digests[path], stat_at)
+                    table.record(key, info, digests[path], stat_at)
         self.vouched += vouched
         return FileBytes(store, paths), errors
 
