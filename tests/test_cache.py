@@ -16,6 +16,7 @@ import kvlint.running.engine
 from kvlint.running.cache import GITIGNORE, ResultCache
 from kvlint.api.config import load_config
 from kvlint.running.engine import RunOptions, RunResult, run
+from kvlint.running.prefilter import Triggers
 from kvlint.running.registry import rule_by_code
 from importtime import imported_libcst
 from outcomes import run_summary
@@ -312,3 +313,26 @@ def test_a_project_rule_is_not_run_again_for_an_edit_that_leaves_its_facts_as_th
     (in_tmp / "batch.py").write_text("# the batch\n" + TBO_BATCH)
     [moved] = lint(select=("KV301",)).findings
     assert moved.line == cold.findings[0].line + 1 and len(finished) == 2
+
+
+def test_context_files_are_read_by_the_first_run_only(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook names one file; the rest of the tree is its context (KV301 reads the child builder
+    there). What each context file gave, facts or none (no trigger words), is kept by content,
+    also in a tree no whole run has filled the cache of."""
+    (in_tmp / "batch.py").write_text(TBO_BATCH)
+    (in_tmp / "builder.py").write_text(TBO_BUILDER)
+    (in_tmp / "other.py").write_text(UNRELATED)
+    tested: list[bytes] = []
+    wanted = Triggers.wanted
+    monkeypatch.setattr(Triggers, "wanted", lambda self, data: tested.append(data) or wanted(self, data))
+
+    def hook_run() -> list[str]:
+        result = run(load_config(), RunOptions(paths=(Path("batch.py"),), cache=True, jobs=1))
+        return [finding.code for finding in result.findings]
+
+    assert hook_run() == ["KV301"]
+    assert UNRELATED.encode() in tested and TBO_BUILDER.encode() in tested
+    tested.clear()
+    (in_tmp / "batch.py").write_text(TBO_BATCH + "# edited\n")
+    assert hook_run() == ["KV301"]
+    assert UNRELATED.encode() not in tested and TBO_BUILDER.encode() not in tested

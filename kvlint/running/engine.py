@@ -278,19 +278,25 @@ def _with_context(
     digests: dict[str, bytes],
     check_files: Callable[..., None],
 ) -> dict[str, Checked]:
-    """The checked files and, under --changed, the rest of the scope's project facts (cached by content)."""
+    """The checked files and the project facts of the rest of the tree, their context (cached by content)."""
     if not context or not triggers.project_codes:
         return checked
     cached = {shown: result_cache.project_facts(shown, digests[shown]) for shown in context} if result_cache else {}
     found = {shown: Checked(None, facts, facts_pickled=True) for shown, facts in cached.items() if facts is not None}
-    missing = [shown for shown in context if shown not in found and triggers.wanted(context[shown])]
+    unknown = [shown for shown in context if shown not in found]
+    missing = [shown for shown in unknown if triggers.wanted(context[shown])]
     if missing:
         check_files(missing, found)
-    if missing and result_cache is not None:
-        fresh = [(shown, found[shown]) for shown in missing if shown in found]
-        result_cache.store_context_facts({shown: (digests[shown], new.facts) for shown, new in fresh
-                                          if new.outcome is None or not new.outcome.errors})
+    if unknown and result_cache is not None:
+        # A file no project rule reads (no trigger words) has no facts: kept as such, so no later run reads it again.
+        known = {shown: (digests[shown], found[shown].facts if shown in found else {}) for shown in unknown}
+        failed = {shown for shown in missing if shown in found and _errors(found[shown])}
+        result_cache.store_context_facts({shown: entry for shown, entry in known.items() if shown not in failed})
     return {**found, **checked}
+
+
+def _errors(checked: Checked) -> bool:
+    return checked.outcome is not None and bool(checked.outcome.errors)
 
 
 def run_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path) -> ResultCache:
