@@ -1,4 +1,5 @@
-"""A worker forked right after discovery loads LibCST while the tree is read and indexed; the few files of the run are checked there."""
+"""A worker forked as soon as a run knows its few files (before the engine loads, where the command
+names them) loads LibCST while the tree is read and indexed; the files are checked there."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
+from click.testing import CliRunner
 
 import kvlint.running.checker
 import kvlint.running.deferred_libcst
@@ -20,6 +22,7 @@ import kvlint.running.head_start
 import kvlint.running.workers
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
+from kvlint.cli import main
 from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.running.plan import CheckRequest
 from kvlint.running.head_start import MIN_SCOPE_FILES, HeadStart, warm_up
@@ -301,3 +304,64 @@ def _running(stat: Path) -> bool:
         return False
     # Until its new parent reaps it, an ended process stays as a zombie.
     return state != "Z"
+
+
+def test_the_hook_forks_its_head_start_before_the_run_machinery_is_imported(large_tree: Path) -> None:
+    """A fresh interpreter, as `kvlint check FILE` starts: the worker is forked while the engine is not loaded."""
+    lint(".", jobs=1)
+    (large_tree / "bad.py").write_text(BARE + "# edited\n")
+    script = (
+        "import sys\n"
+        "import kvlint.running.head_start as head_start\n"
+        "from kvlint.face.cli import main\n"
+        "real = head_start.ProcessPoolExecutor\n"
+        "def pool(*args, **kwargs):\n"
+        "    print('forked, engine loaded:', 'kvlint.running.engine' in sys.modules)\n"
+        "    return real(*args, **kwargs)\n"
+        "head_start.ProcessPoolExecutor = pool\n"
+        "main(['check', '--format', 'json', '--jobs', '2', 'bad.py'], standalone_mode=False)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines()[0] == "forked, engine loaded: False"
+    assert '"code": "KV101"' in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("names", "cache"),
+    [
+        (("bad.py",), False),  # no cache: the index wants every core
+        ((".",), True),  # a directory: its files are known only after discovery
+        (("notes.txt",), True),
+        (("missing.py",), True),
+        (tuple(f"plain_{i:03}.py" for i in range(MIN_FILES_FOR_WORKERS)), True),  # a pool
+    ],
+)
+def test_no_early_head_start_but_for_a_few_named_python_files(
+    large_tree: Path, names: tuple[str, ...], cache: bool
+) -> None:
+    (large_tree / "notes.txt").write_text("set_kv_buffer\n")
+    assert kvlint.running.head_start.start_early([Path(name) for name in names], cache, 2) is None
+    started = kvlint.running.head_start.start_early([Path("bad.py")], True, 2)
+    assert started is not None
+    started.close()
+
+
+def test_an_early_head_start_is_closed_where_the_scope_is_too_small_to_pay(in_tmp: Path) -> None:
+    (in_tmp / "bad.py").write_text(BARE)
+    started = kvlint.running.head_start.start_early([Path("bad.py")], True, 2)
+    assert started is not None
+    assert warm_up([Path("bad.py")], MIN_SCOPE_FILES - 1, True, 2, started) is None
+    assert started.pool_for(1) is None
+    kept = kvlint.running.head_start.start_early([Path("bad.py")], True, 2)
+    assert warm_up([Path("bad.py")], MIN_SCOPE_FILES, True, 2, kept) is kept
+    kept.close()
+
+
+def test_a_configuration_error_after_the_early_fork_leaves_no_worker(
+    large_tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (large_tree / "kvlint.toml").write_text("no-such-key = 1\n")
+    pools = counted_pools(monkeypatch, kvlint.running.head_start)
+    result = CliRunner().invoke(main, ["check", "--jobs", "2", "bad.py"])
+    assert result.exit_code == 2 and "unknown key 'no-such-key'" in result.output
+    assert len(pools) == 1 and multiprocessing.active_children() == []

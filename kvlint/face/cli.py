@@ -197,16 +197,25 @@ def _run(
     **options: Any,
 ) -> Any:
     # The run machinery loads only for commands that run: `--help` and `--version` stay quick.
-    from kvlint.running.engine import run
-    from kvlint.running.plan import RunOptions
+    from kvlint.running.head_start import start_early
 
-    if verbose:
-        _log_to_stderr(logging.DEBUG if verbose > 1 else logging.INFO)
-    config = load_config(config_file)
-    callback = _progress_bar() if progress else None
+    # Before the run machinery: see `start_early`. `--changed` names its files only once git is asked.
+    named = paths if options.get("changed") is None else ()
+    started = start_early(named, options.get("cache", False), options.get("jobs"))
+    callback = None
     try:
-        return run(config, RunOptions(paths=paths, **options), progress=callback)
+        from kvlint.running.engine import run
+        from kvlint.running.plan import RunOptions
+
+        if verbose:
+            _log_to_stderr(logging.DEBUG if verbose > 1 else logging.INFO)
+        config = load_config(config_file)
+        callback = _progress_bar() if progress else None
+        return run(config, RunOptions(paths=paths, **options), progress=callback, started=started)
     finally:
+        # Also where the run never began (a configuration error): a worker left waiting holds stdout open.
+        if started is not None:
+            started.close()
         if callback is not None:
             callback.close()
 

@@ -66,10 +66,15 @@ class RunResult:
         return any(error.unchecked for error in self.errors)
 
 
-def run(config: Config, options: RunOptions, progress: Optional[Progress] = None) -> RunResult:
+def run(
+    config: Config, options: RunOptions, progress: Optional[Progress] = None, started: Optional[HeadStart] = None
+) -> RunResult:
+    """`started`: the head start the command forked for the files it names (`head_start.start_early`)."""
     try:
         with ExitStack() as closing:
-            return _run(config, options, progress, closing, stat_table=True)
+            if started is not None:
+                closing.callback(started.close)
+            return _run(config, options, progress, closing, stat_table=True, started=started)
     except SourceChanged as changed:
         # A file the stat table vouched for changed before its bytes were asked for: start over,
         # reading every file now, as a run without the table does.
@@ -79,7 +84,12 @@ def run(config: Config, options: RunOptions, progress: Optional[Progress] = None
 
 
 def _run(
-    config: Config, options: RunOptions, progress: Optional[Progress], closing: ExitStack, stat_table: bool
+    config: Config,
+    options: RunOptions,
+    progress: Optional[Progress],
+    closing: ExitStack,
+    stat_table: bool,
+    started: Optional[HeadStart] = None,
 ) -> RunResult:
     """`closing`: what must end with the run, however it ends (the head start's worker)."""
     phases = Phases()
@@ -94,7 +104,7 @@ def _run(
     whole = tree_of(scope, config.include, config.exclude, config.root) if options.changed or options.paths else None
     phases.done("discover", "%d files in scope, %d paths skipped", len(files), len(scope.skipped))
     # A few files to check in a large tree: a worker loads LibCST while the tree is read and indexed.
-    early: Optional[HeadStart] = warm_up(files, len(whole.files) if whole else len(files), options.cache, options.jobs)
+    early = warm_up(files, len(whole.files) if whole else len(files), options.cache, options.jobs, started)
     if early is not None:
         closing.callback(early.close)
     for skipped_path, reason in scope.skipped:
