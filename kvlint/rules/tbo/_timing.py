@@ -99,19 +99,23 @@ class SplitTiming:
         return Timing.UNPLACED
 
     def _splitting(self, builders: set[Node]) -> dict[Node, int]:
+        # Each call resolved once, then walked from the builders up to every function splitting through them.
+        callers: dict[Node, list[tuple[Node, int]]] = {}
+        for node, function in self._functions.items():
+            for call in function.calls:
+                if call.kind is not CallKind.DYNAMIC:
+                    for callee in self._callees(node, call, dynamic=False):
+                        callers.setdefault(callee, []).append((node, call.order))
         split_at: dict[Node, int] = {}
         known = set(builders)
-        grew = True
-        while grew:
-            grew = False
-            for node, function in self._functions.items():
-                for call in function.calls:
-                    if call.kind is CallKind.DYNAMIC or call.order >= split_at.get(node, call.order + 1):
-                        continue
-                    if self._callees(node, call, dynamic=False) & known:
-                        split_at[node] = call.order
-                        grew = grew or node not in known
-                        known.add(node)
+        todo = list(builders)
+        while todo:
+            for caller, order in callers.get(todo.pop(), ()):
+                if order < split_at.get(caller, order + 1):
+                    split_at[caller] = order
+                if caller not in known:
+                    known.add(caller)
+                    todo.append(caller)
         return split_at
 
     def _reach(self, roots: set[Node], stop: set[Node], dynamic: bool) -> set[Node]:
@@ -128,7 +132,7 @@ class SplitTiming:
         return seen
 
     def _callees(self, caller: Node, call: Call, dynamic: bool) -> frozenset[Node]:
-        key = (caller[0], caller[1], call.kind, call.name, call.owner, call.origin, call.batch_args, dynamic)
+        key = _decided_by(caller, call, dynamic)
         known = self._callees_of.get(key)
         if known is None:
             known = self._callees_of[key] = frozenset(self._resolve_callees(caller, call, dynamic))
@@ -197,6 +201,21 @@ class SplitTiming:
             return set()
         module = call.origin.lstrip(".").rsplit(".", 1)[0]
         return {node for node in self._by_name.get(call.name, ()) if not node[1] and holds_module(node[0], module)}
+
+
+def _decided_by(caller: Node, call: Call, dynamic: bool) -> tuple[object, ...]:
+    """What `_resolve_callees` reads of a call and its caller: a batch's method is the same
+    whoever calls it, a dynamic call's callees are the same from any module."""
+    kind = call.kind
+    if kind is CallKind.SELF:
+        return (kind, caller[0], caller[1], call.name)
+    if kind is CallKind.BATCH:
+        return (kind, call.name)
+    if kind is CallKind.OWNER:
+        return (kind, caller[0], call.owner, call.origin, call.name)
+    if kind is CallKind.NAME:
+        return (kind, caller[0], call.name, call.origin)
+    return (kind, call.name, call.batch_args, dynamic)
 
 
 def _bases(tree: Tree, path: str, klass: ClassFact) -> list[tuple[str, ClassFact]]:

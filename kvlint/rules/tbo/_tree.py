@@ -56,13 +56,18 @@ class Tree:
 
     def assignments(self, field: str) -> list[tuple[str, Assignment]]:
         """Every place giving `field` a value, by path and line."""
-        sites = [
-            (path, assignment)
-            for path, file in self.facts.items()
-            for assignment in file.assignments
-            if assignment.field == field
-        ]
-        return sorted(sites, key=lambda site: (site[0], site[1].line))
+        return self._assignments.get(field, [])
+
+    @cached_property
+    def _assignments(self) -> dict[str, list[tuple[str, Assignment]]]:
+        # Asked once per field of the batch class: one pass over every file's writes, not one per field.
+        by_field: dict[str, list[tuple[str, Assignment]]] = {}
+        for path, file in self.facts.items():
+            for assignment in file.assignments:
+                by_field.setdefault(assignment.field, []).append((path, assignment))
+        for sites in by_field.values():
+            sites.sort(key=lambda site: (site[0], site[1].line))
+        return by_field
 
     @cached_property
     def enums(self) -> set[str]:
