@@ -8,10 +8,10 @@ trees. When such a run has a second core, one worker process is forked: where
 the command names its files (the hook's `kvlint check FILE...`), before the
 run machinery is even imported (`start_early`), else right after discovery
 (`warm_up`, which also keeps or closes an early one once the scope is known).
-It imports the rules and guesses, with each rule's
-`may_flag` under the default contract, whether a file it was given will be
-parsed; if one will, it imports LibCST at once, while the main process is
-still on the phases before the index. Once the main process knows the run can
+It imports the rules and guesses, with each rule's `may_flag` under the
+default contract, whether a file it was given will be parsed; if one will, it
+imports LibCST at once, while the main process is still on the phases before
+the index. Once the main process knows the run can
 use it (`HeadStart.keep_for`: the cache holds the index, a file is neither
 answered by the cache nor free of trigger words) and has made the check
 requests (without the index's helper facts, which come later), the worker asks
