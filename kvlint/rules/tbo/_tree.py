@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional
+from typing import Callable, Iterable, Optional, TypeVar
 
 from kvlint.rules.tbo._facts import Assignment, BuilderFact, ClassFact, FieldFact, FileFacts
 
 ENUM_BASES = frozenset({"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"})
+_Item = TypeVar("_Item")
 
 
 @dataclass
@@ -22,11 +23,7 @@ class Tree:
 
     @cached_property
     def _classes(self) -> dict[str, list[tuple[str, ClassFact]]]:
-        found: dict[str, list[tuple[str, ClassFact]]] = {}
-        for path, file in self.facts.items():
-            for klass in file.classes:
-                found.setdefault(klass.name, []).append((path, klass))
-        return found
+        return _by_name(self.facts, lambda file: file.classes, lambda klass: klass.name)
 
     def builders(self) -> list[tuple[str, BuilderFact]]:
         return [(path, builder) for path, file in sorted(self.facts.items()) for builder in file.builders]
@@ -61,10 +58,7 @@ class Tree:
     @cached_property
     def _assignments(self) -> dict[str, list[tuple[str, Assignment]]]:
         # Asked once per field of the batch class: one pass over every file's writes, not one per field.
-        by_field: dict[str, list[tuple[str, Assignment]]] = {}
-        for path, file in self.facts.items():
-            for assignment in file.assignments:
-                by_field.setdefault(assignment.field, []).append((path, assignment))
+        by_field = _by_name(self.facts, lambda file: file.assignments, lambda assignment: assignment.field)
         for sites in by_field.values():
             sites.sort(key=lambda site: (site[0], site[1].line))
         return by_field
@@ -80,6 +74,17 @@ class Tree:
             enums |= found
             grew = bool(found)
         return enums
+
+
+def _by_name(
+    facts: dict[str, FileFacts], items: Callable[[FileFacts], Iterable[_Item]], name: Callable[[_Item], str]
+) -> dict[str, list[tuple[str, _Item]]]:
+    """Every file's `items`, with their paths, by `name`, in file order."""
+    found: dict[str, list[tuple[str, _Item]]] = {}
+    for path, file in facts.items():
+        for item in items(file):
+            found.setdefault(name(item), []).append((path, item))
+    return found
 
 
 def _module_matches(path: str, origin: Optional[str]) -> bool:
