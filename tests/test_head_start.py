@@ -365,3 +365,15 @@ def test_a_configuration_error_after_the_early_fork_leaves_no_worker(
     result = CliRunner().invoke(main, ["check", "--jobs", "2", "bad.py"])
     assert result.exit_code == 2 and "unknown key 'no-such-key'" in result.output
     assert len(pools) == 1 and multiprocessing.active_children() == []
+
+
+def test_a_head_start_the_run_will_not_use_is_ended_without_waiting_for_its_work() -> None:
+    """A small project's hook run waited for the worker to finish importing LibCST, then imported
+    it again itself; here the worker's task would take a minute."""
+    early = HeadStart(ProcessPoolExecutor(max_workers=1))
+    early._pool.submit(time.sleep, 60)  # type: ignore[union-attr]
+    workers = list(early._pool._processes.values())  # type: ignore[union-attr]
+    started_at = time.monotonic()
+    assert warm_up([Path("bad.py")], MIN_SCOPE_FILES - 1, True, 2, early) is None
+    assert time.monotonic() - started_at < 30 and not any(worker.is_alive() for worker in workers)
+    assert early.pool_for(1) is None
