@@ -69,11 +69,10 @@ class RunResult:
 def run(
     config: Config, options: RunOptions, progress: Optional[Progress] = None, started: Optional[HeadStart] = None
 ) -> RunResult:
-    """`started`: the head start the command forked for the files it names (`head_start.start_early`)."""
+    """`started`: the head start the command forked for the files it names (`head_start.start_early`);
+    the command closes it however the run ends, the run as soon as it is done with it."""
     try:
         with ExitStack() as closing:
-            if started is not None:
-                closing.callback(started.close)
             return _run(config, options, progress, closing, stat_table=True, started=started)
     except SourceChanged as changed:
         # A file the stat table vouched for changed before its bytes were asked for: start over,

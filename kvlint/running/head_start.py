@@ -68,7 +68,7 @@ class HeadStart:
         wanted: Callable[[bytes], bool],
         warm: bool,
     ) -> bool:
-        """Whether checking `to_check` may use the worker; closed if not.
+        """Whether checking `to_check` may use the worker; ended if not.
 
         `answered`: whether the result cache holds a file's result already; `wanted`: whether bytes
         hold a selected rule's trigger words; `warm`: whether the cache holds the index's summaries
@@ -114,7 +114,7 @@ class HeadStart:
 def start_early(paths: Sequence[Path], cache: bool, jobs: Optional[int]) -> Optional[HeadStart]:
     """The head start for the Python files a command names (the pre-commit hook's), forked before
     the run machinery is imported: its import and discovery took 0.07-0.1 s of a hook run on a
-    backend, which the worker spent waiting. `warm_up` keeps it or closes it once the scope is known."""
+    backend, which the worker spent waiting. `warm_up` keeps it or ends it once the scope is known."""
     if not all(path.suffix == ".py" and path.is_file() for path in paths):
         return None
     return _start(paths, cache, jobs)
@@ -126,7 +126,7 @@ def warm_up(
     """A worker already importing the rules (and LibCST, if it guesses a file needs it), where
     checking `files` in a scope of `scope_files` files may be worth one; `cache`: the result cache is on.
 
-    `started`: the one `start_early` forked, kept where one may pay, else closed.
+    `started`: the one `start_early` forked, kept where one may pay, else ended.
     """
     if started is not None:
         if scope_files >= MIN_SCOPE_FILES and 0 < len(files) < MIN_FILES_FOR_WORKERS:

@@ -29,7 +29,7 @@ run after the split, so it still counts.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Optional
+from typing import Callable, Optional
 
 from kvlint.rules.tbo._facts import Assignment, BuilderFact, Call, CallKind, ClassFact, FunctionFact
 from kvlint.rules.tbo._tree import Tree, holds_module
@@ -132,31 +132,39 @@ class SplitTiming:
         return seen
 
     def _callees(self, caller: Node, call: Call, dynamic: bool) -> frozenset[Node]:
-        key = _decided_by(caller, call, dynamic)
+        key, resolve = self._resolution(caller, call, dynamic)
         known = self._callees_of.get(key)
         if known is None:
-            known = self._callees_of[key] = frozenset(self._resolve_callees(caller, call, dynamic))
+            known = self._callees_of[key] = frozenset(resolve())
         return known
 
-    def _resolve_callees(self, caller: Node, call: Call, dynamic: bool) -> set[Node]:
+    def _resolution(
+        self, caller: Node, call: Call, dynamic: bool
+    ) -> tuple[tuple[object, ...], Callable[[], set[Node]]]:
+        """How to find a call's callees, and the key of what that reads: a batch's method is the
+        same whoever calls it, a dynamic call's callees the same from any module."""
         path, klass, _name = caller
-        if call.kind is CallKind.SELF:
-            return self._method(path, klass, None, call.name) | self._overrides(path, klass, call.name)
-        if call.kind is CallKind.BATCH:
-            batch_path, batch = self._batch
-            return self._method(batch_path, batch.name, None, call.name) | self._overrides(
-                batch_path, batch.name, call.name
+        kind, name = call.kind, call.name
+        if kind is CallKind.SELF:
+            return (kind, path, klass, name), lambda: (
+                self._method(path, klass, None, name) | self._overrides(path, klass, name)
             )
-        if call.kind is CallKind.OWNER:
-            return self._method(path, call.owner, call.origin, call.name)
-        if call.kind is CallKind.NAME:
-            return self._function(path, call)
+        if kind is CallKind.BATCH:
+            batch_path, batch = self._batch
+            return (kind, name), lambda: (
+                self._method(batch_path, batch.name, None, name) | self._overrides(batch_path, batch.name, name)
+            )
+        if kind is CallKind.OWNER:
+            key = (kind, path, call.owner, call.origin, name)
+            return key, lambda: self._method(path, call.owner, call.origin, name)
+        if kind is CallKind.NAME:
+            return (kind, path, name, call.origin), lambda: self._function(path, call)
         if not dynamic:
-            return set()
+            return (kind, name, call.batch_args, dynamic), set
         # The batch must land in a parameter typed as one: `self.model.prepare_inputs(fb, x)` does not
         # reach a `prepare_inputs(self, runner, fb)`.
-        return {
-            node for node in self._by_name.get(call.name, ())
+        return (kind, name, call.batch_args, dynamic), lambda: {
+            node for node in self._by_name.get(name, ())
             if node[1] and set(call.batch_args) & set(self._functions[node].batch_params)
         }
 
@@ -201,21 +209,6 @@ class SplitTiming:
             return set()
         module = call.origin.lstrip(".").rsplit(".", 1)[0]
         return {node for node in self._by_name.get(call.name, ()) if not node[1] and holds_module(node[0], module)}
-
-
-def _decided_by(caller: Node, call: Call, dynamic: bool) -> tuple[object, ...]:
-    """What `_resolve_callees` reads of a call and its caller: a batch's method is the same
-    whoever calls it, a dynamic call's callees are the same from any module."""
-    kind = call.kind
-    if kind is CallKind.SELF:
-        return (kind, caller[0], caller[1], call.name)
-    if kind is CallKind.BATCH:
-        return (kind, call.name)
-    if kind is CallKind.OWNER:
-        return (kind, caller[0], call.owner, call.origin, call.name)
-    if kind is CallKind.NAME:
-        return (kind, caller[0], call.name, call.origin)
-    return (kind, call.name, call.batch_args, dynamic)
 
 
 def _bases(tree: Tree, path: str, klass: ClassFact) -> list[tuple[str, ClassFact]]:
