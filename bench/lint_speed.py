@@ -14,7 +14,9 @@ a small launcher: `measure_peak`).
 The pre-commit rows check one named file in a third copy (a git checkout, as
 the hook's always is) whose cache is warm, the file edited before each run (a line
 appended, or, in the "lines moved" rows, a line added at its top); the LibCST rows are their floor while LibCST
-parses what the rules check (import it, parse the file, in a bare interpreter).
+parses what the rules check (import it, parse the file, in a bare interpreter); the "no per-file
+rule" rows are the same hook run with `--select KV301`, which never loads LibCST: what the run costs
+besides the per-file rules' LibCST work, the floor that moving their detection to `ast` would reach.
 Fixit 2 and ruff are measured where they are
 installed (they are not dependencies).
 Then a scaling table: cold `kvlint check` on evenly spread samples of the tree.
@@ -58,6 +60,8 @@ SHIFTED_FILES = (PRE_COMMIT_FILES[0], PRE_COMMIT_FILES[3])
 # LibCST and parses the file, nothing else (the rules' `may_flag` keeps some rule on each of them).
 LIBCST_FLOOR_FILES = PRE_COMMIT_FILES[:3]
 LIBCST_FLOOR = "import sys, libcst; libcst.parse_module(open(sys.argv[1], 'rb').read())"
+# The one project rule: with it alone, the hook run does everything but the per-file rules' LibCST work.
+PROJECT_RULE_ONLY = "KV301"
 # A Fixit rule that visits nothing: what remains is Fixit's own parse and metadata cost.
 FIXIT_NOOP_RULE = '''
 from fixit import LintRule
@@ -194,14 +198,14 @@ def report(commands: list[Command], baseline: Command, interpreter: Command) -> 
     base = statistics.median(baseline.times)
     start = statistics.median(interpreter.times)
     print(
-        f"{'command':<36} {'median s':>9} {'min-max s':>13} {'cpu s':>7} {'x ast':>7} {'x pass':>7} "
+        f"{'command':<56} {'median s':>9} {'min-max s':>13} {'cpu s':>7} {'x ast':>7} {'x pass':>7} "
         f"{'peak MB':>8} {'findings':>9}"
     )
     for command in commands:
         median = statistics.median(command.times)
         spread = f"{min(command.times):.2f}-{max(command.times):.2f}"
         print(
-            f"{command.name:<36} {median:>9.2f} {spread:>13} {statistics.median(command.cpu):>7.2f} "
+            f"{command.name:<56} {median:>9.2f} {spread:>13} {statistics.median(command.cpu):>7.2f} "
             f"{median / base:>7.3f} {median / start:>7.1f} {_megabytes(command.peak_kb):>8} {findings_count(command):>9}"
         )
 
@@ -273,10 +277,17 @@ def main() -> None:
                     prepender(hook / name))
             for name in SHIFTED_FILES if (hook / name).is_file()
         ]
+        without_file_rules = [
+            Command(f"pre-commit, no per-file rule: {Path(name).name}",
+                    [*json_check, "--select", PROJECT_RULE_ONLY, f"{hook.name}/{name}"], hook_root,
+                    appender(hook / name))
+            for name in LIBCST_FLOOR_FILES if (hook / name).is_file()
+        ]
         floors = [
-            Command(f"LibCST import + parse: {Path(name).name}",
-                    [sys.executable, "-c", LIBCST_FLOOR, str(clean / name)], clean_root)
-            for name in LIBCST_FLOOR_FILES if (clean / name).is_file()
+            Command("LibCST import", [sys.executable, "-c", "import libcst"], clean_root),
+            *(Command(f"LibCST import + parse: {Path(name).name}",
+                      [sys.executable, "-c", LIBCST_FLOOR, str(clean / name)], clean_root)
+              for name in LIBCST_FLOOR_FILES if (clean / name).is_file()),
         ]
         kvlint_commands = [
             Command("kvlint check cold (--no-cache)", [*json_check, "--no-cache", "."], clean_root),
@@ -286,6 +297,7 @@ def main() -> None:
             Command("kvlint check --prove cold (--no-cache)", [*json_check, "--prove", "--no-cache", "."], clean_root),
             Command("kvlint check --prove warm", [*json_check, "--prove", "."], clean_root),
             *pre_commit,
+            *without_file_rules,
         ]
         for command in kvlint_commands:
             command.env = kvlint_env
@@ -308,7 +320,7 @@ def main() -> None:
         # Untimed: fill kvlint's cache in the three copies and ruff's cache, as a developer's checkout has them.
         fill_hook_cache = Command("kvlint check in the hook copy", [*json_check, "."], hook_root, env=kvlint_env)
         ruff = [command for command in commands if command.name.startswith("ruff")]
-        for warm_up in (*kvlint_commands[1:3], fill_hook_cache, *pre_commit, *ruff):
+        for warm_up in (*kvlint_commands[1:3], fill_hook_cache, *pre_commit, *without_file_rules, *ruff):
             measure(warm_up)
             warm_up.times.clear()
             warm_up.cpu.clear()
