@@ -3,8 +3,8 @@
     python bench/lint_speed.py [TREE] [--runs 5] [--scaling 250,500,1000]
 
 TREE defaults to the latest `sglang` wheel's `sglang/srt`, downloaded once by
-`tests/corpus.py`. The tree is copied twice into a temp directory (one copy
-stays untouched, the other is a git repository where one file changes per
+`tests/corpus.py`. The tree is copied into a temp directory (one copy
+stays untouched, the others are git repositories where one file changes per
 pre-commit run), and the commands are run round-robin, so machine noise
 spreads evenly over them. For every command: median and min-max wall time
 (interpreter start included), median CPU time (user + system, workers
@@ -15,8 +15,9 @@ The pre-commit rows check one named file in a third copy (a git checkout, as
 the hook's always is) whose cache is warm, the file edited before each run (a line
 appended, or, in the "lines moved" rows, a line added at its top); the LibCST rows are their floor while LibCST
 parses what the rules check (import it, parse the file, in a bare interpreter); the "no per-file
-rule" rows are the same hook run with `--select KV301`, which never loads LibCST: what the run costs
-besides the per-file rules' LibCST work, the floor that moving their detection to `ast` would reach.
+rule" rows are the same hook run with `--select KV301` in a fourth copy (a run's cache is per rule
+selection), which never loads LibCST: what the run costs besides the per-file rules' LibCST work, the
+floor that moving their detection to `ast` would reach.
 Fixit 2 and ruff are measured where they are
 installed (they are not dependencies).
 Then a scaling table: cold `kvlint check` on evenly spread samples of the tree.
@@ -246,13 +247,17 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="kvlint-bench-") as scratch:
         clean_root, repo_root, hook_root = Path(scratch, "clean"), Path(scratch, "repo"), Path(scratch, "hook")
-        for root in (clean_root, repo_root, hook_root):
+        # The rows with KV301 alone have a cache of their own (a run's cache is per rule selection): in the
+        # hook copy, the lines-moved row's edits of ascend would reach it as a line-moving edit every round.
+        bare_root = Path(scratch, "hook-kv301")
+        for root in (clean_root, repo_root, hook_root, bare_root):
             root.mkdir()
         clean = copy_tree(tree, clean_root)
         repo = copy_tree(tree, repo_root)
         hook = copy_tree(tree, hook_root)
-        # The hook copy is a checkout too: the pre-commit hook always runs in one (git's ignore rules are read).
-        for checkout in (repo_root, hook_root):
+        bare = copy_tree(tree, bare_root)
+        # The hook copies are checkouts too: the pre-commit hook always runs in one (git's ignore rules are read).
+        for checkout in (repo_root, hook_root, bare_root):
             git(checkout, "init", "-q")
             git(checkout, "add", ".")
             git(checkout, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q", "-m", "tree")
@@ -279,9 +284,9 @@ def main() -> None:
         ]
         without_file_rules = [
             Command(f"pre-commit, no per-file rule: {Path(name).name}",
-                    [*json_check, "--select", PROJECT_RULE_ONLY, f"{hook.name}/{name}"], hook_root,
-                    appender(hook / name))
-            for name in LIBCST_FLOOR_FILES if (hook / name).is_file()
+                    [*json_check, "--select", PROJECT_RULE_ONLY, f"{bare.name}/{name}"], bare_root,
+                    appender(bare / name))
+            for name in LIBCST_FLOOR_FILES if (bare / name).is_file()
         ]
         floors = [
             Command("LibCST import", [sys.executable, "-c", "import libcst"], clean_root),
@@ -319,8 +324,11 @@ def main() -> None:
             )
         # Untimed: fill kvlint's cache in the three copies and ruff's cache, as a developer's checkout has them.
         fill_hook_cache = Command("kvlint check in the hook copy", [*json_check, "."], hook_root, env=kvlint_env)
+        fill_bare_cache = Command("KV301 alone in its hook copy", [*json_check, "--select", PROJECT_RULE_ONLY, "."],
+                                  bare_root, env=kvlint_env)
         ruff = [command for command in commands if command.name.startswith("ruff")]
-        for warm_up in (*kvlint_commands[1:3], fill_hook_cache, *pre_commit, *without_file_rules, *ruff):
+        for warm_up in (*kvlint_commands[1:3], fill_hook_cache, fill_bare_cache, *pre_commit, *without_file_rules,
+                        *ruff):
             measure(warm_up)
             warm_up.times.clear()
             warm_up.cpu.clear()
