@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import subprocess
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -340,11 +341,13 @@ def test_the_index_summarised_in_worker_processes_gives_the_same_findings(tmp_pa
     assert len([code for code in one if code[0] == "KV101"]) == 12
     summarised: list[int] = []
 
-    def counted(function: Any, arguments: list[Any], jobs: Any) -> list[Any]:
-        summarised.append(len(arguments))
-        return workers.map_in_workers(function, arguments, jobs)
+    mapped = workers.RoundPool.map
 
-    monkeypatch.setattr(project_facts, "map_in_workers", counted)
+    def counted(rounds: workers.RoundPool, function: Any, arguments: list[Any]) -> list[Any]:
+        summarised.append(len(arguments))
+        return mapped(rounds, function, arguments)
+
+    monkeypatch.setattr(workers.RoundPool, "map", counted)
     assert codes(check(tmp_path, monkeypatch, jobs=2)) == one
     # The first round reads the 13 seeded files; no later round reads another.
     assert [count for count in summarised if count] == [13] and workers.MIN_FILES_FOR_WORKERS <= 13
@@ -366,14 +369,35 @@ def test_the_files_a_later_round_reads_are_summarised_in_workers_ahead_of_it(
     assert len(one) == 10
     summarised: list[set[str]] = []
 
-    def recorded(function: Any, arguments: list[Any], jobs: Any) -> list[Any]:
-        summarised.append({args[0] for args in arguments})
-        return workers.map_in_workers(function, arguments, jobs)
+    mapped = workers.RoundPool.map
+    pools: list[int] = []
 
-    monkeypatch.setattr(project_facts, "map_in_workers", recorded)
+    in_round = False
+
+    def recorded(rounds: workers.RoundPool, function: Any, arguments: list[Any]) -> list[Any]:
+        nonlocal in_round
+        summarised.append({args[0] for args in arguments})
+        in_round = True
+        try:
+            return mapped(rounds, function, arguments)
+        finally:
+            in_round = False
+
+    class CountedPool(ProcessPoolExecutor):
+        """Counts the pools the index's rounds start (the check's own pool comes after)."""
+
+        def __init__(self, max_workers: int) -> None:
+            if in_round:
+                pools.append(max_workers)
+            super().__init__(max_workers=max_workers)
+
+    monkeypatch.setattr(workers.RoundPool, "map", recorded)
+    monkeypatch.setattr(workers, "ProcessPoolExecutor", CountedPool)
     assert codes(check(tmp_path, monkeypatch, jobs=2)) == one
     middle = {f"eng/mid{n}.py" for n in range(10)}
     assert middle in summarised and all(not (files & middle) for files in summarised if files != middle)
+    # The round of the seeded file and the round of the ten middle files: one pool, started by the larger.
+    assert len([files for files in summarised if files]) >= 2 and pools == [2]
 
 
 def test_work_mapped_over_a_broken_pool_is_done_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -381,18 +405,19 @@ def test_work_mapped_over_a_broken_pool_is_done_in_process(monkeypatch: pytest.M
         def __init__(self, max_workers: int) -> None:
             pass
 
-        def __enter__(self) -> "Broken":
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            pass
-
         def map(self, *args: object, **kwargs: object) -> list[object]:
             raise BrokenProcessPool("a worker died")
 
+        def shutdown(self, wait: bool) -> None:
+            pass
+
     monkeypatch.setattr(workers, "ProcessPoolExecutor", Broken)
     arguments = [(n, n + 1) for n in range(10)]
-    assert workers.map_in_workers(pow, arguments, jobs=2) == [pow(*args) for args in arguments]
+    with workers.RoundPool(jobs=2) as rounds:
+        assert rounds.map(pow, arguments) == [pow(*args) for args in arguments]
+        # A later round does not try the broken pool again.
+        monkeypatch.setattr(workers, "ProcessPoolExecutor", None)
+        assert rounds.map(pow, arguments) == [pow(*args) for args in arguments]
 
 
 def test_the_index_hands_the_collector_back_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

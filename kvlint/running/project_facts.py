@@ -32,7 +32,7 @@ from kvlint.running.cache import ResultCache, digest
 from kvlint.running.collector import collector_paused
 from kvlint.running.file_words import WordIndex, answers_alike, read_words
 from kvlint.running.resolved_views import Reread, ResolvedViews, still_answers
-from kvlint.running.workers import map_in_workers
+from kvlint.running.workers import RoundPool
 
 
 # Rounds of "files naming a helper with a fact define helpers with facts too": the longest chain followed.
@@ -123,27 +123,28 @@ def _views(
     words = WordIndex(sources, result_cache, digests, seed_words(contract))
     words.read_all(jobs)
     seeded = words.seeded()
-    reader = _SummaryReader(sources, contract, result_cache, digests, jobs)
-    # The first round reads every seeded file.
-    reader.ahead(seeded)
-    index = ProjectIndex(sources, reader.summary)
-    names, layout_names = _helper_names(index, words, seeded, reader)
-    index.names = names | layout_names
-    views = {}
-    callers = words.calling(names)
-    reader.ahead(callers)
-    for path in callers:
-        # Every caller read first: a helper's fix depends on what all of them do with its result.
-        index.summary(path)
-    callers += sorted(index.tensor_callers(layout_names) - set(callers))
-    # A file defining such a helper gets a view too: the helper-return fix is reported there.
-    order = {path: position for position, path in enumerate(sources)}
-    for path in sorted(set(callers) | index.definers(names), key=order.__getitem__):
-        view = index.view(path)
-        if view:
-            views[path] = view
-    return ResolvedViews(views, dict(digests), frozenset(reader.given), words.by_names,
-                         frozenset(words.asked_called), frozenset(words.asked_defined))
+    with RoundPool(jobs) as rounds:
+        reader = _SummaryReader(sources, contract, result_cache, digests, rounds)
+        # The first round reads every seeded file.
+        reader.ahead(seeded)
+        index = ProjectIndex(sources, reader.summary)
+        names, layout_names = _helper_names(index, words, seeded, reader)
+        index.names = names | layout_names
+        views = {}
+        callers = words.calling(names)
+        reader.ahead(callers)
+        for path in callers:
+            # Every caller read first: a helper's fix depends on what all of them do with its result.
+            index.summary(path)
+        callers += sorted(index.tensor_callers(layout_names) - set(callers))
+        # A file defining such a helper gets a view too: the helper-return fix is reported there.
+        order = {path: position for position, path in enumerate(sources)}
+        for path in sorted(set(callers) | index.definers(names), key=order.__getitem__):
+            view = index.view(path)
+            if view:
+                views[path] = view
+        return ResolvedViews(views, dict(digests), frozenset(reader.given), words.by_names,
+                             frozenset(words.asked_called), frozenset(words.asked_defined))
 
 
 class _SummaryReader:
@@ -156,13 +157,13 @@ class _SummaryReader:
         contract: Contract,
         result_cache: Optional[ResultCache],
         digests: dict[str, bytes],
-        jobs: Optional[int],
+        rounds: RoundPool,
     ) -> None:
         self._sources = sources
         self._contract = contract
         self._cache = result_cache
         self._digests = digests
-        self._jobs = jobs
+        self._rounds = rounds
         self._ahead: dict[str, Optional[FileSummary]] = {}
         # The files whose summaries the index was given: what its answers rest on.
         self.given: set[str] = set()
@@ -174,7 +175,7 @@ class _SummaryReader:
             if path in self._sources and path not in self.given and path not in self._ahead and self._cached(path) is None
         ]
         arguments = [(path, self._sources[path], self._contract) for path in unread]
-        self._ahead.update(zip(unread, map_in_workers(_summarize, arguments, self._jobs)))
+        self._ahead.update(zip(unread, self._rounds.map(_summarize, arguments)))
 
     def summary(self, path: str) -> Optional[FileSummary]:
         if path not in self._sources:

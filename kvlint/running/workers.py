@@ -135,20 +135,43 @@ def _run_pool(
     return sorted(broken, key=order.__getitem__)
 
 
-def map_in_workers(function: Callable[..., T], arguments: list[tuple[Any, ...]], jobs: Optional[int]) -> list[T]:
-    """`function(*args)` for each of `arguments`, in order, in worker processes when there are enough.
+class RoundPool:
+    """`function(*args)` for each of `arguments`, in order, round after round (each round's work known
+    only once the one before is done): in worker processes once a round has enough, and the pool
+    then kept for the later rounds, whatever their size. The project index reads sglang/srt in four
+    rounds; a pool started for each cost a cold run 0.3 s.
 
     For work that cannot fail on a file (it reports a file's problems in its result), so a broken
-    pool only means a worker died: the work is then done here instead.
+    pool only means a worker died: that round is then done here, and so is every later one.
     """
-    workers = jobs if jobs is not None else default_jobs()
-    if workers <= 1 or len(arguments) < MIN_FILES_FOR_WORKERS:
-        return [function(*args) for args in arguments]
-    try:
-        with ProcessPoolExecutor(max_workers=min(workers, len(arguments))) as pool:
-            return list(pool.map(function, *zip(*arguments), chunksize=4))
-    except BrokenProcessPool:
-        return [function(*args) for args in arguments]
+
+    def __init__(self, jobs: Optional[int]) -> None:
+        self._workers = jobs if jobs is not None else default_jobs()
+        self._pool: Optional[ProcessPoolExecutor] = None
+        self._broken = False
+
+    def __enter__(self) -> RoundPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def map(self, function: Callable[..., T], arguments: list[tuple[Any, ...]]) -> list[T]:
+        if not arguments:
+            return []
+        if self._pool is None and (self._broken or self._workers <= 1 or len(arguments) < MIN_FILES_FOR_WORKERS):
+            return [function(*args) for args in arguments]
+        if self._pool is None:
+            # Sized by the round that starts it, the seeded files', the largest in practice (under fork every
+            # worker starts at once, whether or not a round keeps it busy).
+            self._pool = ProcessPoolExecutor(max_workers=min(self._workers, len(arguments)))
+        try:
+            return list(self._pool.map(function, *zip(*arguments), chunksize=4))
+        except BrokenProcessPool:
+            self._pool.shutdown(wait=True)
+            self._pool, self._broken = None, True
+            return [function(*args) for args in arguments]
 
 
 def map_shared(function: Callable[[V], T], keys: Sequence[K], data: Mapping[K, V], jobs: Optional[int]) -> list[T]:
