@@ -322,7 +322,7 @@ def main() -> None:
                     env={"PYTHONPATH": str(rules)},
                 )
             )
-        # Untimed: fill kvlint's cache in the three copies and ruff's cache, as a developer's checkout has them.
+        # Untimed: fill kvlint's cache in the copies and ruff's cache, as a developer's checkout has them.
         fill_hook_cache = Command("kvlint check in the hook copy", [*json_check, "."], hook_root, env=kvlint_env)
         fill_bare_cache = Command("KV301 alone in its hook copy", [*json_check, "--select", PROJECT_RULE_ONLY, "."],
                                   bare_root, env=kvlint_env)
