@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from kvlint.running.deferred_libcst import loaded
-from kvlint.running.workers import MIN_FILES_FOR_WORKERS, Work, default_jobs
+from kvlint.running.workers import MIN_FILES_FOR_WORKERS, Work, job_count
 
 # Below this many files in the run's scope, the index takes less than a worker's start.
 MIN_SCOPE_FILES = 200
@@ -139,7 +139,7 @@ def warm_up(
 def _start(files: Sequence[Path], cache: bool, jobs: Optional[int]) -> Optional[HeadStart]:
     if not files or len(files) >= MIN_FILES_FOR_WORKERS or not cache:
         return None
-    if loaded() or (jobs if jobs is not None else default_jobs()) < 2:
+    if loaded() or job_count(jobs) < 2:
         return None
     pool = ProcessPoolExecutor(max_workers=1, initializer=_worker_start, initargs=(os.getpid(),))
     pool.submit(_warm_up, [str(path) for path in files])

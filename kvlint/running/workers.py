@@ -50,13 +50,18 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+def job_count(jobs: Optional[int]) -> int:
+    """The worker processes `--jobs` asks for: every core this process may run on where it is None."""
+    return jobs if jobs is not None else default_jobs()
+
+
 def check_all(
     work: list[Work], jobs: Optional[int], progress: Optional[Progress] = None, started: Optional[Executor] = None
 ) -> list[CheckResult]:
     """Each request's result, in order. `started`: a pool already started for this run
     (`kvlint.running.head_start`), used first whatever the number of files."""
     total = len(work)
-    workers = jobs if jobs is not None else default_jobs()
+    workers = job_count(jobs)
     if started is None and (workers <= 1 or total < MIN_FILES_FOR_WORKERS):
         results = []
         for done, (request, data) in enumerate(work, 1):
@@ -146,7 +151,7 @@ class RoundPool:
     """
 
     def __init__(self, jobs: Optional[int]) -> None:
-        self._workers = jobs if jobs is not None else default_jobs()
+        self._workers = job_count(jobs)
         self._pool: Optional[ProcessPoolExecutor] = None
         self._broken = False
 
@@ -182,7 +187,7 @@ def map_shared(function: Callable[[V], T], keys: Sequence[K], data: Mapping[K, V
     Without fork (spawn), with one core or a few keys, everything runs here.
     """
     global _SHARED
-    workers = jobs if jobs is not None else default_jobs()
+    workers = job_count(jobs)
     if workers <= 1 or len(keys) < MIN_KEYS_TO_SHARE or multiprocessing.get_start_method() != "fork":
         return [function(data[key]) for key in keys]
     chunks = [list(keys[start : start + _SHARED_CHUNK]) for start in range(0, len(keys), _SHARED_CHUNK)]
