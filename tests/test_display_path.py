@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kvlint.running.discovery import display_path
+from kvlint.api.paths import display_path
 from kvlint.running.engine import _config_relative
 
 

@@ -14,7 +14,7 @@ import pytest
 from kvlint.analysis.project_index import ModuleMap
 from kvlint.api.config import load_config
 from kvlint.api.types import Applicability, Finding
-from kvlint.running import engine, project_facts, workers
+from kvlint.running import engine, pool, project_facts
 from kvlint.running.engine import RunOptions, run
 
 T = TypeVar("T")
@@ -341,16 +341,16 @@ def test_the_index_summarised_in_worker_processes_gives_the_same_findings(tmp_pa
     assert len([code for code in one if code[0] == "KV101"]) == 12
     summarised: list[int] = []
 
-    mapped = workers.RoundPool.map
+    mapped = pool.RoundPool.map
 
-    def counted(rounds: workers.RoundPool, function: Any, arguments: list[Any]) -> list[Any]:
+    def counted(rounds: pool.RoundPool, function: Any, arguments: list[Any]) -> list[Any]:
         summarised.append(len(arguments))
         return mapped(rounds, function, arguments)
 
-    monkeypatch.setattr(workers.RoundPool, "map", counted)
+    monkeypatch.setattr(pool.RoundPool, "map", counted)
     assert codes(check(tmp_path, monkeypatch, jobs=2)) == one
     # The first round reads the 13 seeded files; no later round reads another.
-    assert [count for count in summarised if count] == [13] and workers.MIN_FILES_FOR_WORKERS <= 13
+    assert [count for count in summarised if count] == [13] and pool.MIN_FILES_FOR_WORKERS <= 13
 
 
 def test_the_files_a_later_round_reads_are_summarised_in_workers_ahead_of_it(
@@ -369,12 +369,12 @@ def test_the_files_a_later_round_reads_are_summarised_in_workers_ahead_of_it(
     assert len(one) == 10
     summarised: list[set[str]] = []
 
-    mapped = workers.RoundPool.map
+    mapped = pool.RoundPool.map
     pools: list[int] = []
 
     in_round = False
 
-    def recorded(rounds: workers.RoundPool, function: Any, arguments: list[Any]) -> list[Any]:
+    def recorded(rounds: pool.RoundPool, function: Any, arguments: list[Any]) -> list[Any]:
         nonlocal in_round
         summarised.append({args[0] for args in arguments})
         in_round = True
@@ -391,8 +391,8 @@ def test_the_files_a_later_round_reads_are_summarised_in_workers_ahead_of_it(
                 pools.append(max_workers)
             super().__init__(max_workers=max_workers)
 
-    monkeypatch.setattr(workers.RoundPool, "map", recorded)
-    monkeypatch.setattr(workers, "ProcessPoolExecutor", CountedPool)
+    monkeypatch.setattr(pool.RoundPool, "map", recorded)
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", CountedPool)
     assert codes(check(tmp_path, monkeypatch, jobs=2)) == one
     middle = {f"eng/mid{n}.py" for n in range(10)}
     assert middle in summarised and all(not (files & middle) for files in summarised if files != middle)
@@ -411,12 +411,12 @@ def test_work_mapped_over_a_broken_pool_is_done_in_process(monkeypatch: pytest.M
         def shutdown(self, wait: bool) -> None:
             pass
 
-    monkeypatch.setattr(workers, "ProcessPoolExecutor", Broken)
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", Broken)
     arguments = [(n, n + 1) for n in range(10)]
-    with workers.RoundPool(jobs=2) as rounds:
+    with pool.RoundPool(jobs=2) as rounds:
         assert rounds.map(pow, arguments) == [pow(*args) for args in arguments]
         # A later round does not try the broken pool again.
-        monkeypatch.setattr(workers, "ProcessPoolExecutor", None)
+        monkeypatch.setattr(pool, "ProcessPoolExecutor", None)
         assert rounds.map(pow, arguments) == [pow(*args) for args in arguments]
 
 

@@ -16,6 +16,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
+from kvlint.api.paths import display_path
 from kvlint.api.config import ConfigError
 
 # Directories no one wants linted; the same spirit as ruff's defaults.
@@ -38,19 +39,6 @@ class Scope:
     # Each file's real path (links resolved), worked out once as the walk goes: `Path.resolve`
     # costs a stat per path component, which over a tree of thousands of files adds up.
     real: Mapping[Path, Path] = field(default_factory=dict)
-
-
-def display_path(path: Path, cwd: Path) -> str:
-    # A run shows every file of the tree several times: a prefix test on the text is many
-    # times cheaper than `relative_to`, which takes the paths apart.
-    text, base = str(path), str(cwd)
-    base = base if base.endswith(os.sep) else base + os.sep
-    if text.startswith(base):
-        return text[len(base) :].replace(os.sep, "/")
-    try:
-        return path.relative_to(cwd).as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def discover(paths: Sequence[Path], exclude: Sequence[str], exclude_root: Path) -> Scope:

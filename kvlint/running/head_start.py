@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from kvlint.running.deferred_libcst import loaded
-from kvlint.running.workers import MIN_FILES_FOR_WORKERS, Work, job_count
+from kvlint.running.pool import MIN_FILES_FOR_WORKERS, job_count
+from kvlint.running.workers import Work
 
 # Below this many files in the run's scope, the index takes less than a worker's start.
 MIN_SCOPE_FILES = 200

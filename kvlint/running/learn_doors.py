@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Iterator, Optional, Union
 
 from kvlint.api.contract import DEFAULT_WRITE_DOORS, LOC_KEYWORDS
-from kvlint.running.discovery import display_path
+from kvlint.api.paths import display_path
 from kvlint.running.learn_memo import remembered
 from kvlint.running.learn_scope import Scope
 from kvlint.running.learn_tree import DOOR_DEF, parsed_tree

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Optional
 
 from kvlint.api.config import Config
 from kvlint.api.contract import AUTO, Contract
-from kvlint.running.discovery import display_path
+from kvlint.api.paths import display_path
 from kvlint.running.learn_memo import remembered
 from kvlint.running.learn_scope import Scope
 

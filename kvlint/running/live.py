@@ -33,7 +33,8 @@ from kvlint.api.helpers import HelperFacts
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError
 from kvlint.running.collector import collector_paused
 from kvlint.running.decide import FileDecisions
-from kvlint.running.discovery import discover, display_path
+from kvlint.api.paths import display_path
+from kvlint.running.discovery import discover
 from kvlint.running.fix_edits import FindingFix, FindingKey, file_fixes
 from kvlint.running.contract_cache import contract_for
 from kvlint.running.cache import FileEntry, ResultCache, digest

@@ -32,7 +32,7 @@ from kvlint.running.cache import ResultCache, digest
 from kvlint.running.collector import collector_paused
 from kvlint.running.file_words import WordIndex, answers_alike, read_words
 from kvlint.running.resolved_views import Reread, ResolvedViews, still_answers
-from kvlint.running.workers import RoundPool
+from kvlint.running.pool import RoundPool
 
 
 # Rounds of "files naming a helper with a fact define helpers with facts too": the longest chain followed.

@@ -28,7 +28,7 @@ from kvlint.api.contract import Contract
 from kvlint.api.types import UNPROVEN_WRITE_LOC, Finding
 from kvlint.running.cache import ResultCache
 from kvlint.running.decide import Candidate, FileDecisions
-from kvlint.running.discovery import display_path
+from kvlint.api.paths import display_path
 from kvlint.running.selection import per_file_ignored
 
 # The codes that report a raw loc: a raw door call none of them reports is unproven.

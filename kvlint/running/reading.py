@@ -23,7 +23,7 @@ from typing import Callable, Generic, Iterator, Mapping, Optional, Sequence, Typ
 
 from kvlint.api.types import RunError
 from kvlint.running.cache import digest
-from kvlint.running.discovery import display_path
+from kvlint.api.paths import display_path
 from kvlint.running.stat_table import StatTable
 
 K = TypeVar("K")
