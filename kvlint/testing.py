@@ -17,9 +17,9 @@ from kvlint.api.config import Config, TboConfig
 from kvlint.api.contract import Contract
 from kvlint.running.decide import FileDecisions, project_candidate
 from kvlint.fix.project_edit import insert_after_line
-from kvlint.running.learn import learn_contract
+from kvlint.learn.contract import learn_contract
 from kvlint.running.plan import CheckRequest, project_groups
-from kvlint.running.prefilter import passes
+from kvlint.api.triggers import passes
 from kvlint.api.rule import ProjectRule, Rule
 from kvlint.api.types import Applicability, FileOutcome, Finding
 

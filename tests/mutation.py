@@ -32,7 +32,7 @@ from kvlint.analysis.loc_proof import PROVEN, LocProver
 from kvlint.analysis.proof_tree import ProofTree
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
-from kvlint.running.live import Workspace
+from kvlint.live.workspace import Workspace
 from kvlint.running.prove import door_calls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))

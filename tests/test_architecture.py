@@ -67,4 +67,7 @@ def _explained(lines: list[str], lineno: int) -> bool:
 
 def test_the_package_layout_matches_the_layers() -> None:
     top = sorted(entry.name for entry in os.scandir(REPO / "kvlint") if not entry.name.startswith("__pycache__"))
-    assert top == ["__init__.py", "__main__.py", "analysis", "api", "cli.py", "face", "fix", "rules", "running", "testing.py"]
+    assert top == [
+        "__init__.py", "__main__.py", "analysis", "api", "cli.py", "face", "fix", "learn", "live", "processes", "rules",
+        "running", "store", "testing.py",
+    ]

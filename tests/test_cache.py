@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-import kvlint.running.cache
+import kvlint.store.result_cache
 import kvlint.running.engine
-from kvlint.running.cache import GITIGNORE, ResultCache
+from kvlint.store.result_cache import GITIGNORE, ResultCache
 from kvlint.api.config import load_config
 from kvlint.running.engine import RunOptions, RunResult, run
-from kvlint.running.prefilter import Triggers
+from kvlint.api.triggers import Triggers
 from kvlint.running.registry import rule_by_code
 from importtime import imported_libcst
 from outcomes import run_summary
@@ -144,7 +144,7 @@ def test_another_kvlint_build_does_not_reuse_results(
     (in_tmp / "bad.py").write_text(BARE)
     lint()
     counter.take()
-    monkeypatch.setattr(kvlint.running.cache, "__version__", "99.0")
+    monkeypatch.setattr(kvlint.store.result_cache, "__version__", "99.0")
     lint()
     assert counter.take() == 1
 
@@ -179,7 +179,7 @@ def test_loading_the_cache_leaves_the_garbage_collector_as_it_found_it(in_tmp: P
         path.write_bytes(content)
         (gc.enable if collecting else gc.disable)()
         try:
-            kvlint.running.cache.ResultCache(in_tmp / ".kvlint_cache", path.stem)
+            kvlint.store.result_cache.ResultCache(in_tmp / ".kvlint_cache", path.stem)
             assert gc.isenabled() == collecting
         finally:
             gc.enable()
@@ -196,7 +196,7 @@ def test_entries_of_deleted_files_are_dropped(in_tmp: Path) -> None:
 
 
 def test_old_run_keys_are_pruned(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kvlint.running.cache, "MAX_RUN_KEYS", 2)
+    monkeypatch.setattr(kvlint.store.result_cache, "MAX_RUN_KEYS", 2)
     (in_tmp / "bad.py").write_text(BARE)
     for select in ("KV1", "KV101", "KV10", "KV"):
         lint(select=(select,))
@@ -256,8 +256,8 @@ def test_saving_reads_the_file_again_only_when_another_run_replaced_it(
     alone = ResultCache(directory, "key")
     alone.store_file("a.py", b"a2", None, {})
     reads: list[Path] = []
-    real = kvlint.running.cache._load
-    monkeypatch.setattr(kvlint.running.cache, "_load", lambda path: reads.append(path) or real(path))
+    real = kvlint.store.result_cache._load
+    monkeypatch.setattr(kvlint.store.result_cache, "_load", lambda path: reads.append(path) or real(path))
     alone.save(["a.py"])
     assert reads == []
     assert ResultCache(directory, "key").file("a.py", b"a2") is not None

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from kvlint.api.config import load_config
-from kvlint.running import cache_journal
-from kvlint.running.cache import ResultCache
+from kvlint.store import journal as cache_journal
+from kvlint.store.result_cache import ResultCache
 from kvlint.running.engine import RunOptions, run
 from outcomes import run_summary
 

@@ -8,13 +8,13 @@ from typing import Any, NoReturn
 
 import pytest
 
-import kvlint.running.contract_cache
-import kvlint.running.learn_doors
+import kvlint.store.contract_cache
+import kvlint.learn.doors
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
-from kvlint.running.contract_cache import CONTRACT_FILE, READINGS_FILE
+from kvlint.store.contract_cache import CONTRACT_FILE, READINGS_FILE
 from kvlint.running.engine import RunOptions, RunResult, run
-from kvlint.running.live import Workspace
+from kvlint.live.workspace import Workspace
 
 WRITE_LOC = (
     "class KVWriteLoc:\n    loc: object\n    physical: bool = False\n\n\n"
@@ -45,7 +45,7 @@ def no_learning(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_args: Any) -> NoReturn:
         raise AssertionError("learned again")
 
-    monkeypatch.setattr(kvlint.running.contract_cache, "learn_asking", refuse)
+    monkeypatch.setattr(kvlint.store.contract_cache, "learn_asking", refuse)
 
 
 def test_a_second_run_over_an_unchanged_tree_does_not_learn(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,13 +66,13 @@ def test_an_edit_that_changes_a_learned_door_is_learned_again(tree: Path) -> Non
 def test_after_an_edit_door_learning_parses_only_the_new_methods(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lint()
     parsed: list[bytes] = []
-    real = kvlint.running.learn_doors._Piece.parse
+    real = kvlint.learn.doors._Piece.parse
 
     def counting(piece: Any) -> Any:
         parsed.append(piece.text)
         return real(piece)
 
-    monkeypatch.setattr(kvlint.running.learn_doors._Piece, "parse", counting)
+    monkeypatch.setattr(kvlint.learn.doors._Piece, "parse", counting)
     (tree / "engine" / "extra.py").write_text(
         "from engine.write_loc import unwrap_write_loc\n\n\nclass Extra:\n"
         "    def put(self, loc_info):\n        return unwrap_write_loc(loc_info)\n"
@@ -90,7 +90,7 @@ def test_readings_another_kvlint_made_are_not_used(tree: Path, monkeypatch: pyte
     stored.kvlint = "another kvlint"
     cache_file.write_bytes(pickle.dumps(stored))
     recalled: list[dict[Any, Any]] = []
-    monkeypatch.setattr(kvlint.running.contract_cache, "recall", recalled.append)
+    monkeypatch.setattr(kvlint.store.contract_cache, "recall", recalled.append)
     # A new file: learned again.
     (tree / "engine" / "limits.py").write_text("LIMIT = 1\n")
     lint()
@@ -102,14 +102,14 @@ def test_without_the_cache_the_contract_is_neither_read_nor_written(tree: Path, 
     assert not (tree / ".kvlint_cache" / CONTRACT_FILE).exists()
     lint()
     learned = []
-    monkeypatch.setattr(kvlint.running.contract_cache, "learn_contract", lambda *args: learned.append(args) or Contract())
+    monkeypatch.setattr(kvlint.store.contract_cache, "learn_contract", lambda *args: learned.append(args) or Contract())
     lint(cache=False)
     assert len(learned) == 1
 
 
 def _older_layout() -> bytes:
     """What a kvlint whose cache file kept contracts by a key of every file's digest wrote."""
-    stored = object.__new__(kvlint.running.contract_cache._Stored)
+    stored = object.__new__(kvlint.store.contract_cache._Stored)
     stored.__dict__.update(contracts={b"key": Contract()}, readings={})
     return pickle.dumps(stored)
 

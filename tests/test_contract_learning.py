@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from kvlint.cli import main
 from kvlint.api.config import Config, parse_config
-from kvlint.running import learn as learning
-from kvlint.running.learn import learn_contract, module_path
+from kvlint.learn import contract as learning
+from kvlint.learn.contract import learn_contract, module_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "contracts"
 

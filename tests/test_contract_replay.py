@@ -9,14 +9,14 @@ from typing import Any, Callable, NoReturn
 
 import pytest
 
-import kvlint.running.contract_cache
+import kvlint.store.contract_cache
 import kvlint.running.engine
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
-from kvlint.running.contract_cache import contract_for
+from kvlint.store.contract_cache import contract_for
 from kvlint.running.engine import RunOptions, run
-from kvlint.running.learn import learn_contract
-from kvlint.running.learn_scope import Asked
+from kvlint.learn.contract import learn_contract
+from kvlint.learn.scope import Asked
 
 WRITE_LOC = '''from dataclasses import dataclass
 
@@ -179,7 +179,7 @@ def test_an_edit_learning_does_not_read_keeps_the_contract(
     assert dict(before.write_doors) == {"put": 1, "set_kv_buffer": 1} and before.mark_gate == "requires_physical_write_loc"
     _edit(tree, name, edit)
     with monkeypatch.context() as patched:
-        patched.setattr(kvlint.running.contract_cache, "learn_asking", _refuse_learning)
+        patched.setattr(kvlint.store.contract_cache, "learn_asking", _refuse_learning)
         after, cached = contract_for(config, _sources(tree), cache=True)
     assert cached and _whole(after) == _whole(before) == _whole(learn_contract(config, _sources(tree)))
 
@@ -209,7 +209,7 @@ def test_an_edit_then_its_undo_are_both_answered_from_the_cache(tree: Path, monk
     config = load_config()
     before: Contract = contract_for(config, _sources(tree), cache=True)[0]
     original = (tree / "engine" / "backend.py").read_text()
-    monkeypatch.setattr(kvlint.running.contract_cache, "learn_asking", _refuse_learning)
+    monkeypatch.setattr(kvlint.store.contract_cache, "learn_asking", _refuse_learning)
     _edit(tree, *KEEPING["lines shift in a file whose doors calls are read"])
     assert contract_for(config, _sources(tree), cache=True) == (before, True)
     (tree / "engine" / "backend.py").write_text(original)
@@ -225,7 +225,7 @@ def test_a_tree_switched_back_and_forth_learns_each_state_once(tree: Path, monke
         wrapper.write_text(text)
         contracts.append(contract_for(config, _sources(tree), cache=True)[0])
     assert _whole(contracts[0]) != _whole(contracts[1])
-    monkeypatch.setattr(kvlint.running.contract_cache, "learn_asking", _refuse_learning)
+    monkeypatch.setattr(kvlint.store.contract_cache, "learn_asking", _refuse_learning)
     for text, contract in [*zip(states, contracts), *zip(states, contracts)]:
         wrapper.write_text(text)
         found, cached = contract_for(config, _sources(tree), cache=True)

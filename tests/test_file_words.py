@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-import kvlint.running.file_words
-from kvlint.running.cache import ResultCache, digest
-from kvlint.running.file_words import FileWords, WordIndex, read_words
+import kvlint.store.file_words
+from kvlint.store.result_cache import ResultCache, digest
+from kvlint.store.file_words import FileWords, WordIndex, read_words
 
 SOURCES = {
     "plain.py": b"x = first(fb)\n",
@@ -90,5 +90,5 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
         read.append(data)
         return read_words(data, seeds)
 
-    monkeypatch.setattr(kvlint.running.file_words, "read_words", counting)
+    monkeypatch.setattr(kvlint.store.file_words, "read_words", counting)
     return read

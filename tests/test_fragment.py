@@ -11,7 +11,7 @@ from corpus import CorpusCheck, CorpusRoundTrip
 from kvlint.running.checker import CheckRequest, check_bytes
 from kvlint.api.contract import Contract
 from kvlint.running.fragment import skeleton
-from kvlint.running.prefilter import encode_groups, passes
+from kvlint.api.triggers import encode_groups, passes
 from kvlint.running.registry import all_rules
 from kvlint.api.rule import Rule
 from kvlint.api.types import Applicability

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 import kvlint.running.checker
 import kvlint.running.deferred_libcst
 import kvlint.running.head_start
-import kvlint.running.pool
+import kvlint.processes.pool
 import kvlint.running.workers
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
@@ -28,7 +28,7 @@ from kvlint.running.engine import RunOptions, RunResult, run
 from kvlint.running.plan import CheckRequest
 from kvlint.running.head_start import MIN_SCOPE_FILES, HeadStart, warm_up
 from kvlint.running.registry import all_rules
-from kvlint.running.pool import MIN_FILES_FOR_WORKERS
+from kvlint.processes.pool import MIN_FILES_FOR_WORKERS
 from pools import counted_pools
 
 BARE = "def forward(pool, layer, fb, k, v):\n    pool.set_kv_buffer(layer, fb.out_cache_loc, k, v)\n"
@@ -200,7 +200,7 @@ def test_nothing_forks_beside_the_head_start_while_its_pool_runs(
 ) -> None:
     # Forking beside a pool's thread risks a child holding a lock no thread will release.
     lint(".", jobs=1)
-    for i in range(kvlint.running.pool.MIN_FILES_FOR_WORKERS + 2):
+    for i in range(kvlint.processes.pool.MIN_FILES_FOR_WORKERS + 2):
         # Summaries the index must make again, enough for a pool of its own.
         (large_tree / f"plain_{i:03}.py").write_text(f"def f{i}(x):\n    return x.get_key_buffer({i})\n")
     (large_tree / "bad.py").write_text(BARE + "# edited\n")
@@ -217,7 +217,7 @@ def test_a_worker_the_run_cannot_use_is_closed_before_anything_else_forks(
     large_tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A cold cache: the worker was forked on discovery, then the index wants every core.
-    for i in range(kvlint.running.pool.MIN_FILES_FOR_WORKERS + 2):
+    for i in range(kvlint.processes.pool.MIN_FILES_FOR_WORKERS + 2):
         # Enough files to summarise for a pool of their own.
         (large_tree / f"plain_{i:03}.py").write_text(f"def f{i}(x):\n    return x.get_key_buffer({i})\n")
     events: list[str] = []
@@ -233,7 +233,7 @@ def test_a_worker_the_run_cannot_use_is_closed_before_anything_else_forks(
         return real_pool(*args, **kwargs)
 
     monkeypatch.setattr(HeadStart, "close", close)
-    for module in (kvlint.running.workers, kvlint.running.pool):
+    for module in (kvlint.running.workers, kvlint.processes.pool):
         monkeypatch.setattr(module, "ProcessPoolExecutor", pool)
     result = lint("bad.py", jobs=2)
     assert [(f.path, f.code) for f in result.findings] == [("bad.py", "KV101")]

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvlint.cli import main
-from kvlint.running.live import FileCheck, Workspace
+from kvlint.live.workspace import FileCheck, Workspace
 
 CONFIG = '[contract]\nwrite-loc-module = "runtime_shim"\npaged-helpers-module = "runtime_shim.paged"\n'
 BACKEND = (

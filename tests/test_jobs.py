@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import kvlint.running.checker
-import kvlint.running.pool
+import kvlint.processes.pool
 import kvlint.running.workers
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
@@ -48,7 +48,7 @@ def lint(jobs: int) -> RunResult:
 
 @pytest.fixture
 def many_files(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for i in range(kvlint.running.pool.MIN_FILES_FOR_WORKERS + 4):
+    for i in range(kvlint.processes.pool.MIN_FILES_FOR_WORKERS + 4):
         (in_tmp / f"bad_{i:02}.py").write_text(BARE * (i + 1))
     return in_tmp
 
@@ -78,7 +78,7 @@ def test_small_runs_stay_in_process(in_tmp: Path, monkeypatch: pytest.MonkeyPatc
     def no_pool(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("a worker pool was started for a handful of files")
 
-    for module in (kvlint.running.workers, kvlint.running.pool):
+    for module in (kvlint.running.workers, kvlint.processes.pool):
         monkeypatch.setattr(module, "ProcessPoolExecutor", no_pool)
     (in_tmp / "bad.py").write_text(BARE)
     assert [finding.code for finding in lint(jobs=2).findings] == ["KV101"]
@@ -119,7 +119,7 @@ def test_a_dying_worker_loses_only_its_file(many_files: Path, monkeypatch: pytes
 
 
 def test_default_jobs_is_the_cores_this_process_may_use() -> None:
-    assert kvlint.running.pool.default_jobs() == len(os.sched_getaffinity(0))
+    assert kvlint.processes.pool.default_jobs() == len(os.sched_getaffinity(0))
 
 
 def test_a_file_is_checked_with_the_collector_paused_and_handed_back_on(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,11 +140,11 @@ def test_a_file_is_checked_with_the_collector_paused_and_handed_back_on(monkeypa
 
 @needs_fork
 def test_map_shared_hands_workers_nothing_but_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    data = {f"f{i}.py": b"x" * i for i in range(kvlint.running.pool.MIN_KEYS_TO_SHARE + 10)}
-    pools = counted_pools(monkeypatch, kvlint.running.pool)
+    data = {f"f{i}.py": b"x" * i for i in range(kvlint.processes.pool.MIN_KEYS_TO_SHARE + 10)}
+    pools = counted_pools(monkeypatch, kvlint.processes.pool)
     keys = sorted(data, reverse=True)
     # A lambda cannot be pickled: the workers find it, and the bytes, in the memory they inherit.
-    assert kvlint.running.pool.map_shared(lambda text: len(text), keys, data, jobs=2) == [len(data[k]) for k in keys]
+    assert kvlint.processes.pool.map_shared(lambda text: len(text), keys, data, jobs=2) == [len(data[k]) for k in keys]
     assert len(pools) == 1
 
 
@@ -152,7 +152,7 @@ def test_map_shared_stays_here_without_fork(monkeypatch: pytest.MonkeyPatch) -> 
     def no_pool(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("a pool was started where workers cannot inherit the data")
 
-    monkeypatch.setattr(kvlint.running.pool, "ProcessPoolExecutor", no_pool)
-    monkeypatch.setattr(kvlint.running.pool.multiprocessing, "get_start_method", lambda: "spawn")
-    data = {i: bytes(i % 7) for i in range(kvlint.running.pool.MIN_KEYS_TO_SHARE + 10)}
-    assert kvlint.running.pool.map_shared(len, list(data), data, jobs=2) == [i % 7 for i in data]
+    monkeypatch.setattr(kvlint.processes.pool, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr(kvlint.processes.pool.multiprocessing, "get_start_method", lambda: "spawn")
+    data = {i: bytes(i % 7) for i in range(kvlint.processes.pool.MIN_KEYS_TO_SHARE + 10)}
+    assert kvlint.processes.pool.map_shared(len, list(data), data, jobs=2) == [i % 7 for i in data]

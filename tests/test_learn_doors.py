@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvlint.api.config import Config, parse_config
-from kvlint.running.learn import learn_contract
+from kvlint.learn.contract import learn_contract
 
 WRITE_LOC = '''
 from dataclasses import dataclass

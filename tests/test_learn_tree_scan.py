@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvlint.running.learn_scope import Scope
-from kvlint.running.learn_tree import class_bases, import_counts
+from kvlint.learn.scope import Scope
+from kvlint.learn.tree import class_bases, import_counts
 
 SOURCE = b'''class Pool(Base, torch.nn.Module):
     class Inner(Pool):

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvlint.cli import main
-from kvlint.running.live import Workspace
+from kvlint.live.workspace import Workspace
 from kvlint.running.registry import rule_by_code
 
 KV301 = rule_by_code("KV301").INVALID[0]
@@ -50,7 +50,7 @@ def test_the_saved_texts_are_answered_without_loading_a_rule_or_libcst(tree: Pat
         """
         import json, sys
         from pathlib import Path
-        from kvlint.running.live import Workspace
+        from kvlint.live.workspace import Workspace
 
         workspace = Workspace(Path("."))
         found = [f for shown, data in workspace.saved.items() for f in workspace.check(shown, data).findings]

@@ -16,7 +16,7 @@ import pytest
 from kvlint.api.config import load_config
 from kvlint.api.contract import Contract
 from kvlint.running.engine import RunOptions, RunResult, run
-from kvlint.running.prefilter import encode_groups, passes
+from kvlint.api.triggers import encode_groups, passes
 from kvlint.running.registry import all_rules
 from importtime import imported_libcst
 

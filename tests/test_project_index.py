@@ -14,7 +14,8 @@ import pytest
 from kvlint.analysis.project_index import ModuleMap
 from kvlint.api.config import load_config
 from kvlint.api.types import Applicability, Finding
-from kvlint.running import engine, pool, project_facts
+from kvlint.processes import pool
+from kvlint.running import engine, project_facts
 from kvlint.running.engine import RunOptions, run
 
 T = TypeVar("T")

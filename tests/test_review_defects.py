@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kvlint.api.config import Config
-from kvlint.running.learn import learn_contract
+from kvlint.learn.contract import learn_contract
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from kvlint.running.prefilter import encode_groups, passes
+from kvlint.api.triggers import encode_groups, passes
 from kvlint.running.registry import all_rules
 from kvlint.api.rule import ProjectRule, Rule
 from kvlint.testing import fixed_source, run_project, run_source

@@ -352,7 +352,7 @@ def test_syntax_error_crashing_rule_and_edit_storm(tmp_path: Path, monkeypatch: 
 # The server with re-reading a file's project facts whole made slow, as on a large backend.
 SLOW_FACTS = (
     "import time\n"
-    "from kvlint.running.live import Workspace\n"
+    "from kvlint.live.workspace import Workspace\n"
     "read = Workspace.facts_of\n"
     "def slow(self, shown, data):\n"
     "    time.sleep(5)\n"

@@ -15,9 +15,9 @@ import pytest
 import kvlint.running.reading
 from kvlint.api.config import load_config
 from kvlint.api.types import Applicability
-from kvlint.running.cache import digest
+from kvlint.store.result_cache import digest
 from kvlint.running.engine import RunOptions, RunResult, run
-from kvlint.running.stat_table import RACY_NS, STAT_FILE, StatTable
+from kvlint.store.stat_table import RACY_NS, STAT_FILE, StatTable
 from outcomes import run_summary
 from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from kvlint.api.config import Config
 from kvlint.cli import main
-from kvlint.running.learn import learn_contract
+from kvlint.learn.contract import learn_contract
 
 
 def write(root: Path, files: dict[str, str]) -> None:

@@ -15,8 +15,8 @@ from kvlint.api.config import load_config
 from kvlint.api.helpers import HelperFacts
 from kvlint.running import project_facts
 from kvlint.running.engine import RunOptions, run
-from kvlint.running.file_words import answers_alike, read_words
-from kvlint.running.resolved_views import Reread, ResolvedViews, still_answers
+from kvlint.store.file_words import answers_alike, read_words
+from kvlint.store.resolved_views import Reread, ResolvedViews, still_answers
 
 BASE = (
     "class AttnBase:\n"

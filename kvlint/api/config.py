@@ -37,7 +37,7 @@ class Config:
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     cache_dir: str = ".kvlint_cache"
-    # Contract keys as written, "auto" kept: kvlint.running.learn resolves them.
+    # Contract keys as written, "auto" kept: kvlint.learn.contract resolves them.
     contract: tuple[tuple[str, Any], ...] = ()
     tbo: TboConfig = field(default_factory=TboConfig)
     # `prove = true`: every check runs as `kvlint check --prove`.

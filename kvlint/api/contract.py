@@ -1,7 +1,7 @@
 """The target codebase's API: the names the rules look for and the fixes write.
 
 Values come from `[tool.kvlint.contract]`; a value left at "auto" is filled in
-by `kvlint.running.learn` from the scanned tree, falling back to the seed's spelling.
+by `kvlint.learn.contract` from the scanned tree, falling back to the seed's spelling.
 `sources` records where each value came from, for `kvlint contract`.
 """
 

@@ -17,7 +17,7 @@ import libcst as cst
 from kvlint.running.fragment import skeleton
 from kvlint.running.preparse import Unparsable, python_tree, source_text, too_deep, too_large
 from kvlint.running.plan import CheckRequest, helper_words, rule_groups, whole_file_groups, with_words
-from kvlint.running.prefilter import passes
+from kvlint.api.triggers import passes
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Replacement, Rule, SourceFile, Violation
 from kvlint.running.decide import Candidate, FileDecisions, fingerprint

@@ -22,23 +22,23 @@ from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
-from kvlint.running.cache import ResultCache, dataclass_identity, run_key
-from kvlint.running.collector import made_to_last
+from kvlint.store.result_cache import ResultCache, dataclass_identity, run_key
+from kvlint.processes.collector import made_to_last
 from kvlint.api.config import Config, ConfigError
 from kvlint.api.contract import Contract
 from kvlint.api.paths import display_path
 from kvlint.running.discovery import discover, tree_of
-from kvlint.running.contract_cache import contract_for
+from kvlint.store.contract_cache import contract_for
 from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.running.project_facts import helper_views, with_view
 from kvlint.running.reading import Reader, SourceChanged
-from kvlint.running.stat_table import StatTable
+from kvlint.store.stat_table import StatTable
 from kvlint.running.decide import unused_ignores
 from kvlint.running.project_run import Checked, ProjectRun
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
 from kvlint.running.head_start import HeadStart, warm_up
-from kvlint.running.pool import map_shared
+from kvlint.processes.pool import map_shared
 from kvlint.running.workers import Progress, check_all
 
 if TYPE_CHECKING:

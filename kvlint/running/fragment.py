@@ -21,7 +21,7 @@ import ast
 import re
 from typing import Optional, Sequence
 
-from kvlint.running.prefilter import Groups, passes
+from kvlint.api.triggers import Groups, passes
 
 # Below this share of the file, cutting pays for itself; above it, parse the file.
 WORTH_CUTTING = 0.8

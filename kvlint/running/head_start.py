@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from kvlint.running.deferred_libcst import loaded
-from kvlint.running.pool import MIN_FILES_FOR_WORKERS, job_count
+from kvlint.processes.pool import MIN_FILES_FOR_WORKERS, job_count
 from kvlint.running.workers import Work
 
 # Below this many files in the run's scope, the index takes less than a worker's start.

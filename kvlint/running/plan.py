@@ -18,14 +18,14 @@ from typing import Mapping, Optional, Sequence
 from kvlint.api.config import Config, TboConfig, load_config
 from kvlint.api.contract import Contract
 from kvlint.api.helpers import NO_HELPER_FACTS, HelperFacts
-from kvlint.running.prefilter import Groups, Triggers, encode_groups, passes
+from kvlint.api.triggers import Groups, Triggers, encode_groups, passes
 from kvlint.running.selection import per_file_ignored, select_codes
 from kvlint.running.suppression import SUPPRESSION_WORDS
 from kvlint.api.types import Applicability
 
 from kvlint.api.rule import ProjectRule, Rule
 from kvlint.running.discovery import discover
-from kvlint.running.learn import learn_contract
+from kvlint.learn.contract import learn_contract
 
 
 @dataclass(frozen=True)

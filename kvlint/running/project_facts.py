@@ -5,9 +5,9 @@ resolution touches: the files being checked and the files their calls,
 imports and class bases lead to, inside the run's whole scope (under
 `--changed` too, so an unchanged base class in another file still answers).
 Each file's summary, and the names it calls and defines (what the rounds
-finding helper names look up, `kvlint.running.file_words`), are cached by
+finding helper names look up, `kvlint.store.file_words`), are cached by
 content in the result cache; the views are cached with what resolving them
-read (`kvlint.running.resolved_views`), so a warm run whose tree did not change
+read (`kvlint.store.resolved_views`), so a warm run whose tree did not change
 resolves nothing, and neither does a run after an edit that changed nothing
 the resolution read (most edits of a model file).
 
@@ -28,11 +28,11 @@ from kvlint.analysis.summaries import FileSummary
 from kvlint.analysis.project_index import ProjectIndex, module_parts
 from kvlint.api.contract import PAGED_HELPERS, Contract
 from kvlint.api.helpers import HelperFacts
-from kvlint.running.cache import ResultCache, digest
-from kvlint.running.collector import collector_paused
-from kvlint.running.file_words import WordIndex, answers_alike, read_words
-from kvlint.running.resolved_views import Reread, ResolvedViews, still_answers
-from kvlint.running.pool import RoundPool
+from kvlint.store.result_cache import ResultCache, digest
+from kvlint.processes.collector import collector_paused
+from kvlint.store.file_words import WordIndex, answers_alike, read_words
+from kvlint.store.resolved_views import Reread, ResolvedViews, still_answers
+from kvlint.processes.pool import RoundPool
 
 
 # Rounds of "files naming a helper with a fact define helpers with facts too": the longest chain followed.

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from kvlint.api.config import Config
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
-from kvlint.running.cache import ProjectEntry, ResultCache, digest, project_inputs
+from kvlint.store.result_cache import ProjectEntry, ResultCache, digest, project_inputs
 from kvlint.running.decide import FileDecisions, project_candidate
 from kvlint.running.plan import Plan
 from kvlint.running.selection import per_file_ignored

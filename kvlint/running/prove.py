@@ -26,7 +26,7 @@ from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
 from kvlint.api.types import UNPROVEN_WRITE_LOC, Finding
-from kvlint.running.cache import ResultCache
+from kvlint.store.result_cache import ResultCache
 from kvlint.running.decide import Candidate, FileDecisions
 from kvlint.api.paths import display_path
 from kvlint.running.selection import per_file_ignored

@@ -3,7 +3,7 @@ only when something asks for them.
 
 With the cache on, every cache answers by content digest, so most files of a warm run, or of a
 pre-commit run on one file, are never looked at beyond `os.stat`
-(`kvlint.running.stat_table`). A file the table does not vouch for (new, changed, racily
+(`kvlint.store.stat_table`). A file the table does not vouch for (new, changed, racily
 clean, or not a regular file) is read and hashed at once, as is every file with the cache off.
 
 A deferred file is read when first asked for, and its bytes must still hash to the digest the
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Callable, Generic, Iterator, Mapping, Optional, Sequence, TypeVar
 
 from kvlint.api.types import RunError
-from kvlint.running.cache import digest
+from kvlint.store.result_cache import digest
 from kvlint.api.paths import display_path
-from kvlint.running.stat_table import StatTable
+from kvlint.store.stat_table import StatTable
 
 K = TypeVar("K")
 J = TypeVar("J")

@@ -16,9 +16,9 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Callable, Optional
 
 from kvlint.api.types import FileOutcome, RunError
-from kvlint.running.collector import collector_paused
+from kvlint.processes.collector import collector_paused
 from kvlint.running.deferred_libcst import load as load_libcst
-from kvlint.running.pool import MIN_FILES_FOR_WORKERS, job_count
+from kvlint.processes.pool import MIN_FILES_FOR_WORKERS, job_count
 
 if TYPE_CHECKING:
     from kvlint.running.checker import CheckResult

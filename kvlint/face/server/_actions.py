@@ -11,7 +11,7 @@ from pygls.uris import from_fs_path
 from kvlint.face.docs import explain_rule
 from kvlint.face.server._convert import FIX_ALL_KIND, diagnostic, fix_title, ignore_edit, key_of, text_edit, workspace_edit
 from kvlint.running.fix_edits import finding_key, project_fix, text_edits
-from kvlint.running.live import Workspace
+from kvlint.live.workspace import Workspace
 
 if TYPE_CHECKING:
     from kvlint.face.server._protocol import KvlintServer

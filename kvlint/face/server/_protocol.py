@@ -1,6 +1,6 @@
 """The language server: documents in, diagnostics out (hover and code actions: `_actions`).
 
-All checking happens on one worker thread, in `kvlint.running.live.Workspace`,
+All checking happens on one worker thread, in `kvlint.live.workspace.Workspace`,
 so the event loop keeps reading the client's messages; only re-reading an
 edited file's project facts whole runs on a second one, beside the checks. A change schedules a
 check after a short pause (`DEBOUNCE_S`); a newer change cancels it, and a
@@ -27,7 +27,7 @@ from kvlint.api.config import ConfigError
 from kvlint.api.types import Finding, RunError
 from kvlint.face.server._actions import code_action, hover, resolve
 from kvlint.face.server._convert import FIX_ALL_KIND, diagnostic
-from kvlint.running.live import FileCheck, Workspace
+from kvlint.live.workspace import FileCheck, Workspace
 
 log = logging.getLogger("kvlint.server")
 T = TypeVar("T")

@@ -13,7 +13,7 @@ them again. The selected rules' trigger words are kept too, so a run whose
 changed files hold none of them never imports a rule.
 
 A run that changed a few entries appends them to a journal beside the file
-(`kvlint.running.cache_journal`); a rewrite goes to a temp file renamed over
+(`kvlint.store.journal`); a rewrite goes to a temp file renamed over
 the old one, so two concurrent runs each leave a complete cache (the last one
 wins). A file that cannot be read back (truncated, corrupt, another format) is
 treated as empty and rewritten. Only the newest `MAX_RUN_KEYS` are kept.
@@ -43,10 +43,10 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from kvlint import __version__
-from kvlint.running import cache_journal
-from kvlint.running.collector import collector_paused
-from kvlint.running.prefilter import Triggers
-from kvlint.running.resolved_views import ResolvedViews
+from kvlint.store import journal as cache_journal
+from kvlint.processes.collector import collector_paused
+from kvlint.api.triggers import Triggers
+from kvlint.store.resolved_views import ResolvedViews
 from kvlint.api.types import FileOutcome, Finding
 
 # Bumped when the layout of a cache file changes.
@@ -83,7 +83,7 @@ class _Contents:
     # What the selected rules look for, so a run need not import them to skip a file.
     triggers: Optional[Triggers] = None
     # The project index: each file's `ast` summary by content, and the helper views with what
-    # resolving them read (`kvlint.running.resolved_views`). A summary stays
+    # resolving them read (`kvlint.store.resolved_views`). A summary stays
     # pickled until the index asks for it, so a run after one edit pickles one summary when it
     # saves, not every one (sglang/srt's 308 took 0.19 s to pickle again).
     summaries: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)
@@ -236,7 +236,7 @@ class ResultCache:
 
     def save(self, seen: Iterable[str]) -> None:
         """Append what changed to the cache's journal, or write the cache again, merged with what a
-        concurrent run wrote meanwhile (`kvlint.running.cache_journal`).
+        concurrent run wrote meanwhile (`kvlint.store.journal`).
 
         Entries for files not in this run are kept while the file still exists.
         """

@@ -1,7 +1,7 @@
 """The helper views a resolution gave, and everything it read to give them.
 
 A resolution (`kvlint.running.project_facts`) reads three things: the scope's paths (which file
-a module name is), every file's answers to its name rounds (`kvlint.running.file_words`: does
+a module name is), every file's answers to its name rounds (`kvlint.store.file_words`: does
 it hold a seed word, call or define one of these names), and the summaries of the files it was
 led to. The views are a function of those alone, so they still answer after an edit that
 leaves all three as they were: a file that answers each name asked about as before, and whose

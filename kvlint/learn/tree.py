@@ -1,6 +1,6 @@
 """What learning reads across the whole tree: class hierarchies, allocations, import spellings.
 
-Split from `kvlint.running.learn` (which fills the contract) so each stays
+Split from `kvlint.learn.contract` (which fills the contract) so each stays
 readable; see its docstring for what is learned and why.
 """
 
@@ -16,8 +16,8 @@ from typing import Any, Iterator, Mapping, Optional
 from kvlint.api.config import Config
 from kvlint.api.contract import AUTO, Contract
 from kvlint.api.paths import display_path
-from kvlint.running.learn_memo import remembered
-from kvlint.running.learn_scope import Scope
+from kvlint.learn.memo import remembered
+from kvlint.learn.scope import Scope
 
 DOOR_DEF = re.compile(rb"def\s+_?set_\w*kv_buffer\s*\(")
 
@@ -255,7 +255,7 @@ def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned
 @dataclass(frozen=True)
 class BufferAssignment:
     """A `self.<buffer> = ...` of a pool: its class, whether it allocates page-split buffers, and
-    where (lines leave equality: `kvlint.running.learn_scope`)."""
+    where (lines leave equality: `kvlint.learn.scope`)."""
 
     klass: str
     page_split: bool

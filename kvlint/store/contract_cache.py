@@ -6,12 +6,12 @@ directories above the defining files for package and project-root markers (`modu
 contract is kept under its frame (`frame_key`: kvlint's own identity, as the result cache's run
 keys, the configuration, the working directory, since a learned value names its file relative
 to it, every file's path and the markers above the files), with every file's digest and what
-learning asked of each file (`kvlint.running.learn_scope.Asked`). Another frame learns again.
+learning asked of each file (`kvlint.learn.scope.Asked`). Another frame learns again.
 In the same frame, the files whose digests changed are asked learning's questions again: when
 each answers as before (an edit to a backend's body, a comment, lines moving in a file whose
 lines the contract does not name), the contract is kept and stored under the new digests, in
 well under a tenth of a second on sglang/srt; else learning runs again, and what it read of
-each piece of a file it parsed (`kvlint.running.learn_memo`, by content) is reused, so only the
+each piece of a file it parsed (`kvlint.learn.memo`, by content) is reused, so only the
 edited file's pieces are parsed again.
 
 The last few learnings (a whole tree, a subdirectory, or two states of a tree switched back and
@@ -33,10 +33,10 @@ from typing import Any, Mapping, Optional
 
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
-from kvlint.running.cache import dataclass_identity, digest, prepare_directory, run_key, write_atomically
-from kvlint.running.learn import ROOT_MARKERS, learn_asking, learn_contract
-from kvlint.running.learn_memo import recall, used
-from kvlint.running.learn_scope import Asked
+from kvlint.store.result_cache import dataclass_identity, digest, prepare_directory, run_key, write_atomically
+from kvlint.learn.contract import ROOT_MARKERS, learn_asking, learn_contract
+from kvlint.learn.memo import recall, used
+from kvlint.learn.scope import Asked
 
 CONTRACT_FILE = "contract.pickle"
 READINGS_FILE = "contract-readings.pickle"

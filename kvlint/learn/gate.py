@@ -23,8 +23,8 @@ import re
 from typing import Optional, Union
 
 from kvlint.api.contract import Contract
-from kvlint.running.learn_scope import Scope
-from kvlint.running.learn_tree import Learned, class_bases, subclasses
+from kvlint.learn.scope import Scope
+from kvlint.learn.tree import Learned, class_bases, subclasses
 
 # What a file says of the gate when something besides a class body's literal assigns it.
 _ASSIGNED_ELSEWHERE = "assigned elsewhere"

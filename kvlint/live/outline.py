@@ -5,7 +5,7 @@ function at a time, with the module's imports and the names it defines as
 context. The outline records, from CPython's tree, where each such function
 (a *unit*: a top-level `def`, or a method of a top-level class, nested classes
 included) starts, where its body starts and where it ends, and which lines
-are anything else. `kvlint.running.incremental` uses it to tell whether an
+are anything else. `kvlint.live.incremental` uses it to tell whether an
 edit stayed inside one unit's body, and to build the small module a unit is
 checked in.
 """

@@ -26,7 +26,7 @@ import pickle
 from pathlib import Path
 from typing import Optional
 
-from kvlint.running.cache import prepare_directory, write_atomically
+from kvlint.store.result_cache import prepare_directory, write_atomically
 
 STAT_FILE = "stats.pickle"
 # Bumped when the layout of the table changes.

@@ -31,16 +31,16 @@ from kvlint.api.config import Config, load_config
 from kvlint.api.contract import Contract
 from kvlint.api.helpers import HelperFacts
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError
-from kvlint.running.collector import collector_paused
+from kvlint.processes.collector import collector_paused
 from kvlint.running.decide import FileDecisions
 from kvlint.api.paths import display_path
 from kvlint.running.discovery import discover
 from kvlint.running.fix_edits import FindingFix, FindingKey, file_fixes
-from kvlint.running.contract_cache import contract_for
-from kvlint.running.cache import FileEntry, ResultCache, digest
+from kvlint.store.contract_cache import contract_for
+from kvlint.store.result_cache import FileEntry, ResultCache, digest
 from kvlint.running.engine import run_cache
-from kvlint.running.incremental import TextCheck, check_text
-from kvlint.running.live_project import ProjectResult, SavedFacts
+from kvlint.live.incremental import TextCheck, check_text
+from kvlint.live.project_rules import ProjectResult, SavedFacts
 from kvlint.running.project_facts import helper_views, known_views, with_view
 from kvlint.running.plan import CheckRequest, Plan, RunOptions, file_requests, make_plan
 from kvlint.running.selection import per_file_ignored
@@ -192,7 +192,7 @@ class Workspace:
         """The per-file rules' findings in `data`, the text of `shown`, and its project facts.
 
         Only what changed since the last check of `shown` is checked again
-        (`kvlint.running.incremental`); the facts may then be the last text's
+        (`kvlint.live.incremental`); the facts may then be the last text's
         (`facts_stale`).
         """
         last = self._last.get(shown)

@@ -11,7 +11,7 @@ What is learned, and from where:
   the class's `for_batch` reads its mark from.
 - `write-doors` (when not configured): in a tree with the mark, every method whose
   loc reaches the tree's mark check or unwrap, or forwards it to another door
-  (`kvlint.running.learn_doors`); else the defaults plus every method named like
+  (`kvlint.learn.doors`); else the defaults plus every method named like
   `set_*kv_buffer` taking a `loc`/`loc_info` parameter. `add-write-doors` and
   `remove-write-doors` adjust either; each door keeps why it is one.
 - `paged-helpers-module` and `Contract.paged_helpers`: the module that defines
@@ -22,7 +22,7 @@ any of these, and only those are parsed, with the stdlib `ast` (learning needs
 names and line numbers, not LibCST's round-trip tree). Whatever is not found
 keeps the seed's spelling. Each learned value's source reads "learned from
 PATH:LINE". A learner reads a file only through the questions of
-`kvlint.running.learn_scope.Scope` (`kvlint.running.learn_classes` holds those about
+`kvlint.learn.scope.Scope` (`kvlint.learn.classes` holds those about
 the definitions above), which records them: after an edit, the contract cache asks
 the edited files alone whether they answer as before.
 
@@ -53,12 +53,12 @@ from typing import Any, Mapping, Optional
 
 from kvlint.api.config import Config, configured_contract
 from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contract
-from kvlint.running.collector import collector_paused
-from kvlint.running.learn_classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
-from kvlint.running.learn_doors import doors_by_mark, doors_by_name
-from kvlint.running.learn_gate import learn_mark_gate
-from kvlint.running.learn_scope import Asked, Scope
-from kvlint.running.learn_tree import (
+from kvlint.processes.collector import collector_paused
+from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
+from kvlint.learn.doors import doors_by_mark, doors_by_name
+from kvlint.learn.gate import learn_mark_gate
+from kvlint.learn.scope import Asked, Scope
+from kvlint.learn.tree import (
     Learned as _Learned,
     learn_door_checks as _learn_door_checks,
     learn_import_spellings as _learn_import_spellings,

@@ -1,7 +1,7 @@
 """What contract learning reads of the definitions it looks for: the write-loc class, the batch
 class and its bases, the paged helpers.
 
-Each reading is a question `kvlint.running.learn_scope.Scope` asks of a file: a pure function
+Each reading is a question `kvlint.learn.scope.Scope` asks of a file: a pure function
 of its bytes and the names sought, returning plain data (None: the file has none). A file
 holding the word but not parsing is KV000's business, not learning's: it has no answer.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from kvlint.api.contract import NOT_FIELD_ANNOTATIONS, PAGED_HELPERS
-from kvlint.running.learn_tree import mark_predicate, parsed_tree
+from kvlint.learn.tree import mark_predicate, parsed_tree
 
 MARK_FIELDS = ("id_space", "physical")
 

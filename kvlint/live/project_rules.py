@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 from kvlint.api.rule import ProjectRule, ProjectViolation
 from kvlint.api.types import Finding, RunError
-from kvlint.running.cache import ResultCache, digest, project_inputs
+from kvlint.store.result_cache import ResultCache, digest, project_inputs
 from kvlint.running.decide import FileDecisions, project_candidate
 
 # Project results kept for different live facts: the open files' edits in turn.

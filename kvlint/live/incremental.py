@@ -7,7 +7,7 @@ time with the module's imports and names as context (see
 function (its scope), not on where the function sits. So when an edit stays
 inside one function's body, that function alone is checked, in a small module
 holding the file's module-level statements and the headers of its other
-definitions (`kvlint.running.outline.context_source`), and every other finding
+definitions (`kvlint.live.outline.context_source`), and every other finding
 of the last check is kept, moved by the lines the edit added or removed. An
 edit of comments or blank lines between statements re-checks nothing.
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from kvlint.api.types import FileOutcome, Finding
-from kvlint.running.outline import Class, Outline, Unit, context_source, outline, qualified, unit_at, unit_of
+from kvlint.live.outline import Class, Outline, Unit, context_source, outline, qualified, unit_at, unit_of
 from kvlint.running.plan import CheckRequest, project_groups, whole_file_groups
-from kvlint.running.prefilter import passes
+from kvlint.api.triggers import passes
 from kvlint.running.preparse import CODING_COOKIE, Unparsable, python_tree, too_large
 
 _BLANK_OR_COMMENT = re.compile(rb"[ \t\f]*(#.*)?\r?\n?")

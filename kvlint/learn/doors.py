@@ -30,9 +30,9 @@ from typing import Iterator, Optional, Union
 
 from kvlint.api.contract import DEFAULT_WRITE_DOORS, LOC_KEYWORDS
 from kvlint.api.paths import display_path
-from kvlint.running.learn_memo import remembered
-from kvlint.running.learn_scope import Scope
-from kvlint.running.learn_tree import DOOR_DEF, parsed_tree
+from kvlint.learn.memo import remembered
+from kvlint.learn.scope import Scope
+from kvlint.learn.tree import DOOR_DEF, parsed_tree
 
 DOOR_NAME = re.compile(r"^_?set_(\w+_)?kv_buffer$")
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
@@ -96,7 +96,7 @@ def methods_holding(data: bytes, words: tuple[bytes, ...], write_loc_class: str,
     return tuple(read)
 
 
-# Lines leave a reading's equality (`kvlint.running.learn_scope`): a door's line is in its reason,
+# Lines leave a reading's equality (`kvlint.learn.scope`): a door's line is in its reason,
 # which pins its file, and nothing else learning does depends on them.
 @dataclass(frozen=True)
 class _Call:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Iterable, Mapping, Optional
 
-from kvlint.running.cache import ResultCache
-from kvlint.running.pool import map_shared
+from kvlint.store.result_cache import ResultCache
+from kvlint.processes.pool import map_shared
 
 # A call: a word not preceded by a word character, then `(`; a definition: `def name(`. The
 # word is matched possessively: a shorter part of a word is never followed by `(`, and not trying
