@@ -9,16 +9,13 @@ visited here by hand: a keyword argument (its keyword is no read) and `a if test
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Callable, Iterable, Optional, Union, cast
+from typing import Callable, Iterable, Optional, Protocol, Union, cast
 
 import libcst as cst
 
-from kvlint.analysis._flow_model import copy_env, merge
+from kvlint.analysis._flow_model import Env, copy_env, merge
 from kvlint.analysis._flow_targets import for_clauses, names_in, params
 from kvlint.analysis.walk import code_children
-
-if TYPE_CHECKING:
-    from kvlint.analysis.dataflow import _Walker
 
 # A string: the rules import this module before LibCST is loaded (`kvlint.running.deferred_libcst`).
 _Comprehension = Union["cst.ListComp", "cst.SetComp", "cst.GeneratorExp", "cst.DictComp"]
@@ -27,13 +24,39 @@ _Visit = Callable[["ExpressionWalker", "cst.CSTNode"], None]
 _VISITS: dict[type, Optional[_Visit]] = {}
 
 
+class _FunctionNames(Protocol):
+    _local_names: set[str]
+
+
+class StatementWalker(Protocol):
+    """What an expression's walk needs of the statement walk it serves (`dataflow`'s): the state of
+    every name, where to record a read, how to bind a target, and the function's local names."""
+
+    env: Env
+
+    @property
+    def flow(self) -> _FunctionNames: ...
+
+    def use(self, name: cst.Name) -> None: ...
+
+    def bind(
+        self,
+        target: cst.BaseExpression,
+        kind: str,
+        *,
+        value: Optional[cst.BaseExpression] = None,
+        source: Optional[cst.BaseExpression] = None,
+        unpack_index: Optional[int] = None,
+    ) -> None: ...
+
+
 class ExpressionWalker:
     """Records name reads and walrus bindings inside one expression, in evaluation order."""
 
-    def __init__(self, walker: _Walker) -> None:
+    def __init__(self, walker: StatementWalker) -> None:
         # Weak: the walker keeps this one, and the cycle kept a function's flow, and through it the
         # file's LibCST tree, alive until the collector's next pass.
-        self.walker = cast("_Walker", weakref.proxy(walker))
+        self.walker = cast(StatementWalker, weakref.proxy(walker))
 
     def walk(self, node: cst.CSTNode) -> None:
         kind = type(node)

@@ -12,6 +12,6 @@ from __future__ import annotations
 def serve() -> None:
     """Serve one client over stdin/stdout until it exits."""
     # pygls, lsprotocol and the rules load only for this command: `kvlint check` never pays for them.
-    from kvlint.face.server._protocol import build_server
+    from kvlint.face.server._features import build_server
 
     build_server().start_io()

@@ -1,4 +1,5 @@
-"""The language server: documents in, diagnostics out (hover and code actions: `_actions`).
+"""The language server's state and document sync: documents in, diagnostics out (`_features`
+registers these handlers and `_actions`' hover and code actions).
 
 All checking happens on one worker thread, in `kvlint.live.workspace.Workspace`,
 so the event loop keeps reading the client's messages; only re-reading an
@@ -15,7 +16,7 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
+from typing import Awaitable, Callable, Optional, Sequence, TypeVar
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -25,8 +26,7 @@ from pygls.workspace.position_codec import PositionCodec
 from kvlint import __version__
 from kvlint.api.config import ConfigError
 from kvlint.api.types import Finding, RunError
-from kvlint.face.server._actions import code_action, hover, resolve
-from kvlint.face.server._convert import FIX_ALL_KIND, diagnostic
+from kvlint.face.server._convert import diagnostic
 from kvlint.live.workspace import FileCheck, Workspace
 
 log = logging.getLogger("kvlint.server")
@@ -264,25 +264,3 @@ async def did_save(ls: KvlintServer, params: types.DidSaveTextDocumentParams) ->
 
 def did_close(ls: KvlintServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.forget(params.text_document.uri)
-
-
-def build_server() -> KvlintServer:
-    """A server with every handler registered."""
-    server = KvlintServer()
-    action_options = types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll, FIX_ALL_KIND],
-        resolve_provider=True,
-    )
-    handlers: list[tuple[str, Callable[..., Any], Any]] = [
-        (types.INITIALIZED, initialized, None),
-        (types.TEXT_DOCUMENT_DID_OPEN, did_open, None),
-        (types.TEXT_DOCUMENT_DID_CHANGE, did_change, None),
-        (types.TEXT_DOCUMENT_DID_SAVE, did_save, types.SaveOptions(include_text=True)),
-        (types.TEXT_DOCUMENT_DID_CLOSE, did_close, None),
-        (types.TEXT_DOCUMENT_HOVER, hover, None),
-        (types.TEXT_DOCUMENT_CODE_ACTION, code_action, action_options),
-        (types.CODE_ACTION_RESOLVE, resolve, None),
-    ]
-    for method, handler, options in handlers:
-        server.feature(method, options)(handler)
-    return server
