@@ -19,6 +19,7 @@ from typing import Callable
 import pytest
 from click.testing import CliRunner, Result
 
+import kvlint.running.discovery
 import kvlint.running.engine
 from kvlint.cli import main
 from pinned import pin_fixes_in_tmp  # noqa: F401  (one-file trees pin the APIs fixes call)
@@ -235,14 +236,15 @@ def test_unreadable_file_is_an_error_line(tree: Path, monkeypatch: pytest.Monkey
 
 def test_file_deleted_during_the_run_is_an_error_line(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tree / "doomed.py").write_text(BARE)
-    real_discover = kvlint.running.engine.discover
+    real_discover = kvlint.running.discovery.discover
 
     def discover_then_delete(*args, **kwargs):
         scope = real_discover(*args, **kwargs)
-        (tree / "doomed.py").unlink()
+        # Once: the run discovers again for its context (`tree_of`), after the file is gone.
+        (tree / "doomed.py").unlink(missing_ok=True)
         return scope
 
-    monkeypatch.setattr(kvlint.running.engine, "discover", discover_then_delete)
+    monkeypatch.setattr(kvlint.running.discovery, "discover", discover_then_delete)
     code, report, _ = check_json(".")
     assert code == 1
     assert report["errors"] == [{"path": "doomed.py", "message": "file vanished before it could be read"}]

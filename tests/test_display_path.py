@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvlint.api.paths import display_path
-from kvlint.running.engine import _config_relative
+from kvlint.running.reading import _config_relative
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
 from kvlint.api.paths import display_path
-from kvlint.api.config import ConfigError
+from kvlint.api.config import Config, ConfigError
+from kvlint.running.phases import Phases, log
 
 # Directories no one wants linted; the same spirit as ruff's defaults.
 SKIPPED_DIRS = frozenset(
@@ -240,3 +241,52 @@ def _excluded(path: Path, patterns: Sequence[str], root: Path) -> bool:
         elif any(fnmatch(part, pattern) for part in parts):
             return True
     return False
+
+
+def only_changed(files: list[Path], real: Mapping[Path, Path], rev: str) -> list[Path]:
+    """`files` (`real`: each one's real path, as `discover` found it) that git says changed against `rev`."""
+    top = _git(["rev-parse", "--show-toplevel"], Path.cwd())
+    if top is None:
+        raise ConfigError("--changed needs a git repository")
+    root = Path(top.strip())
+    diff = _git(["diff", "--name-only", "-z", "--diff-filter=d", rev, "--"], root)
+    if diff is None:
+        raise ConfigError(f"--changed: git cannot diff against {rev!r}")
+    untracked = _git(["ls-files", "-z", "--others", "--exclude-standard"], root) or ""
+    changed = {(root / name).resolve() for name in (diff + untracked).split("\0") if name}
+    # The walk's real paths, not `Path.resolve` (a stat per path component): over sglang/srt's
+    # 2,141 files resolving took 0.4 s of every `--changed` run.
+    return [path for path in files if real[path] in changed]
+
+
+def _git(args: list[str], cwd: Path) -> Optional[str]:
+    try:
+        result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+@dataclass(frozen=True)
+class Discovered:
+    scope: Scope
+    # The files to report on: the scope, or under --changed its changed files.
+    files: list[Path]
+    # The whole tree a narrower run is part of, its context; None when the run is the whole tree.
+    whole: Optional[Scope]
+
+
+def discovered(config: Config, paths: Sequence[Path], changed: Optional[str], phases: Phases) -> Discovered:
+    """The discover phase of a run: the files in scope, those to report on, and their context."""
+    scope = discover(paths or config.include_paths, config.exclude, config.root)
+    files = list(scope.files)
+    if changed is not None:
+        files = only_changed(files, scope.real, changed)
+    # Under --changed, or with paths narrower than the configured include (the pre-commit hook),
+    # the rest of the tree is context: the contract, the helpers' facts and KV301's facts come
+    # from it as in a whole-tree run, but nothing is reported there.
+    whole = tree_of(scope, config.include, config.exclude, config.root) if changed or paths else None
+    phases.done("discover", "%d files in scope, %d paths skipped", len(files), len(scope.skipped))
+    for skipped_path, reason in scope.skipped:
+        log.debug("skipped %s: %s", skipped_path, reason)
+    return Discovered(scope, files, whole)

@@ -1,11 +1,12 @@
 """Run kvlint over a set of paths and return findings; never prints.
 
-The flow: discover files, read their bytes (with the cache on, a file whose stat
-is unchanged since it was hashed is read only if asked for), learn the contract,
-take what the result cache still holds for them, prefilter the rest by the selected rules'
-trigger words, check the survivors (in worker processes when there are enough
-of them), then run the project-level rules once over the facts the workers
-extracted.
+`_run` reads as the run's phases, in order: discover the files, read their bytes
+(with the cache on, a file whose stat is unchanged since it was hashed is read only
+if asked for), learn the contract, pick the rules in force, build the project
+index, check the files the cache cannot answer (prefiltered by the rules' trigger
+words, in worker processes when there are enough of them), run the project rules
+over the facts the checks extracted, prove the write doors' locs under --prove,
+decide the unused ignores, and save what the next run reuses.
 
 LibCST and the rules are imported only when some file has to be checked
 again: a run the cache answers entirely never loads the parser.
@@ -15,31 +16,30 @@ from __future__ import annotations
 
 import gc
 import logging
-import subprocess
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from kvlint.store.result_cache import ResultCache, dataclass_identity, run_key
-from kvlint.processes.collector import made_to_last
-from kvlint.api.config import Config, ConfigError
+from kvlint.api.config import Config
 from kvlint.api.contract import Contract
 from kvlint.api.paths import display_path
-from kvlint.running.discovery import discover, tree_of
-from kvlint.store.contract_cache import contract_for
+from kvlint.api.triggers import Triggers
+from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
+from kvlint.processes.collector import made_to_last
+from kvlint.processes.pool import map_shared
+from kvlint.running.decide import unused_ignores
+from kvlint.running.discovery import Discovered, discover, discovered, tree_of
+from kvlint.running.head_start import HeadStart, warm_up
 from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.running.project_facts import helper_views, with_view
-from kvlint.running.reading import Reader, SourceChanged
-from kvlint.store.stat_table import StatTable
-from kvlint.running.decide import unused_ignores
-from kvlint.running.project_run import Checked, ProjectRun
-from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
-from kvlint.running.head_start import HeadStart, warm_up
-from kvlint.processes.pool import map_shared
+from kvlint.running.project_run import Checked, ProjectRun, with_context_facts
+from kvlint.running.reading import ReadTree, Reader, SourceChanged, read_tree
 from kvlint.running.workers import Progress, check_all
+from kvlint.store.contract_cache import contract_for
+from kvlint.store.result_cache import ResultCache, dataclass_identity, run_key
 
 if TYPE_CHECKING:
     from kvlint.running.prove import Certificate
@@ -94,45 +94,54 @@ def _run(
 ) -> RunResult:
     """`closing`: what must end with the run, however it ends (the head start's worker)."""
     phases = Phases()
-    paths = options.paths or config.include_paths
-    scope = discover(paths, config.exclude, config.root)
-    files = list(scope.files)
-    if options.changed is not None:
-        files = _only_changed(files, scope.real, options.changed)
-    # Under --changed, or with paths narrower than the configured include (the pre-commit hook),
-    # the rest of the tree is context: the contract, the helpers' facts and KV301's facts come
-    # from it as in a whole-tree run, but nothing is reported there.
-    whole = tree_of(scope, config.include, config.exclude, config.root) if options.changed or options.paths else None
-    phases.done("discover", "%d files in scope, %d paths skipped", len(files), len(scope.skipped))
+    found = discovered(config, options.paths, options.changed, phases)
     # A few files to check in a large tree: a worker loads LibCST while the tree is read and indexed.
-    early = warm_up(files, len(whole.files) if whole else len(files), options.cache, options.jobs, started)
+    early = warm_up(found.files, len(found.whole.files) if found.whole else len(found.files), options.cache,
+                    options.jobs, started)
     if early is not None:
         closing.callback(early.close)
-    for skipped_path, reason in scope.skipped:
-        log.debug("skipped %s: %s", skipped_path, reason)
-    cwd = Path.cwd()
-    table = StatTable(config.root / config.cache_dir) if options.cache and stat_table else None
-    reader = Reader(cwd, options.cache, table)
-    sources, read_errors = reader.read(files, scope.real)
-    reading = {scope.real[path] for path in sources}
-    context_files = [path for path in whole.files if whole.real[path] not in reading] if whole else []
-    context, _unread = reader.read(context_files, whole.real if whole else {})
-    phases.done("read", "%d files read, %d could not be, %d of context; %d of them unchanged since hashed, left unread",
-                len(sources), len(read_errors), len(context), reader.vouched)
-    read = context.joined(sources)
+    tree = read_tree(config, options.cache, found, stat_table, phases)
+    contract = _learned_contract(config, options, tree, phases)
+    rules = _rules_in_force(config, options, contract, tree, phases)
+    early = _head_start_kept(early, config, contract, rules, tree)
+    checking = _Checking(config, contract, tree, rules, progress, early,
+                         views=_project_index(options, contract, tree, rules, early, phases))
+    checked = _checked_files(options, tree, rules, checking, phases)
+    report = _report(checked, found, tree)
+    project_used = _add_project_findings(config, options, found, tree, rules, checking, checked, report, phases)
+    if options.prove or config.prove:
+        report.proved = _proof(config, options, contract, tree, rules, report)
+    _add_unused_ignores(checked, project_used, report)
+    _save(early, rules, tree)
+    report.findings.sort(key=lambda finding: finding.sort_key)
+    phases.total("%d findings, %d errors", len(report.findings), len(report.errors))
+    report.errors.sort(key=lambda error: error.path)
+    return RunResult(len(found.files), report.parsed, report.findings, report.errors, contract, report.fixed,
+                     found.scope.skipped, report.proved)
+
+
+def _learned_contract(config: Config, options: RunOptions, tree: ReadTree, phases: Phases) -> Contract:
     # Every cache keys files by these; a file the stat table vouched for is not read unless asked for.
-    file_digests = read.digests() if options.cache else None
+    file_digests = tree.read.digests() if options.cache else None
     with made_to_last():
-        contract, cached = contract_for(config, read, options.cache, file_digests=file_digests)
+        contract, cached = contract_for(config, tree.read, options.cache, file_digests=file_digests)
     learned = [key for key, source in contract.sources if source.startswith("learned")]
     phases.done("contract", "%s: %s", "cached" if cached else "learned from the tree", ", ".join(learned) or "nothing")
-    as_shown = partial(display_path, cwd=cwd)
-    by_path = sources.keyed(as_shown)
-    root = config.root.resolve()
-    config_paths = {shown: _config_relative(path, root) for shown, path in by_path.paths().items()}
-    context_by_path = context.keyed(as_shown)
-    config_paths.update({shown: _config_relative(path, root) for shown, path in context_by_path.paths().items()})
-    result_cache = run_cache(config, options, contract, cwd) if options.cache else None
+    return contract
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """The selected rules: their plan (made only when a file must be checked) and trigger words."""
+
+    plan: Callable[[], Plan]
+    triggers: Triggers
+    result_cache: Optional[ResultCache]
+    options: RunOptions
+
+
+def _rules_in_force(config: Config, options: RunOptions, contract: Contract, tree: ReadTree, phases: Phases) -> _Rules:
+    result_cache = run_cache(config, options, contract, tree.cwd) if options.cache else None
 
     @cache
     def plan() -> Plan:
@@ -146,22 +155,62 @@ def _run(
         if result_cache is not None:
             result_cache.store_triggers(triggers)
     phases.done("rules", "%d selected rules' trigger words (%s)", len(triggers.groups), rules_from)
-    everything = context_by_path.joined(by_path)
-    content_digests = everything.digests() if options.cache else {}
-    warm = result_cache is not None and result_cache.holds_summaries()
-    if early is not None and not early.keep_for(by_path, partial(_answered, result_cache, content_digests),
-                                                triggers.wanted, warm):
-        early = None
-    if early is not None:
-        early.parse_ahead(file_requests(plan(), replace(options, fix=None), config, contract, early.files, by_path,
-                                        config_paths))
-    # Work spread over every core until the checks: none forks beside the head start's pool thread.
-    spread_jobs = 1 if early is not None else options.jobs
-    with made_to_last():
-        views = helper_views(everything, contract, result_cache, content_digests, spread_jobs)
-    phases.done("index", "%d files call a helper the project index knows", len(views))
-    digests = {shown: with_view(content, views.get(shown)) for shown, content in content_digests.items()}
+    return _Rules(plan, triggers, result_cache, options)
 
+
+def _head_start_kept(
+    early: Optional[HeadStart], config: Config, contract: Contract, rules: _Rules, tree: ReadTree
+) -> Optional[HeadStart]:
+    """The head start where the run can use it, set parsing what it will check; else None (it is closed)."""
+    if early is None:
+        return None
+    result_cache = rules.result_cache
+    warm = result_cache is not None and result_cache.holds_summaries()
+    if not early.keep_for(tree.by_path, partial(_answered, result_cache, tree.content_digests), rules.triggers.wanted,
+                          warm):
+        return None
+    early.parse_ahead(file_requests(rules.plan(), replace(rules.options, fix=None), config, contract, early.files,
+                                    tree.by_path, tree.config_paths))
+    return early
+
+
+def _project_index(options: RunOptions, contract: Contract, tree: ReadTree, rules: _Rules, early: Optional[HeadStart],
+                   phases: Phases) -> dict[str, Any]:
+    """Each file's view of the project index (the helpers it calls), by shown path."""
+    # Work spread over every core until the checks: none forks beside the head start's pool thread.
+    with made_to_last():
+        views = helper_views(tree.everything, contract, rules.result_cache, tree.content_digests,
+                             1 if early is not None else options.jobs)
+    phases.done("index", "%d files call a helper the project index knows", len(views))
+    return views
+
+
+class _Checking:
+    """Checks files for this run: fresh results, one request per file, with the index's views."""
+
+    def __init__(self, config: Config, contract: Contract, tree: ReadTree, rules: _Rules, progress: Optional[Progress],
+                 early: Optional[HeadStart], views: dict[str, Any]) -> None:
+        self.config, self.contract, self.tree, self.rules = config, contract, tree, rules
+        self.progress, self.early, self.views = progress, early, views
+        # Each file's digest with its view: what the result cache keys a file's result by.
+        self.digests = {shown: with_view(content, views.get(shown)) for shown, content in tree.content_digests.items()}
+
+    def check(self, shown_paths: list[str], options: RunOptions, into: dict[str, Checked]) -> None:
+        tree = self.tree
+        work = file_requests(self.rules.plan(), options, self.config, self.contract, shown_paths, tree.everything,
+                             tree.config_paths, self.views)
+        if shown_paths and shown_paths[0] in tree.context_by_path:
+            # Context files give only their project facts.
+            work = [(replace(request, rules=()), data) for request, data in work if request.project_rules]
+        started = self.early.pool_for(len(work)) if self.early is not None else None
+        for (request, _data), result in zip(work, check_all(work, options.jobs, self.progress, started)):
+            into[request.path] = Checked(result.outcome, result.facts)
+
+
+def _checked_files(options: RunOptions, tree: ReadTree, rules: _Rules, checking: _Checking,
+                   phases: Phases) -> dict[str, Checked]:
+    """Each file reported on, in source order: its result from the cache, or checked now (None: not parsed)."""
+    result_cache, digests, by_path = rules.result_cache, checking.digests, tree.by_path
     checked: dict[str, Checked] = {}
     # Files the cache says have a fix to apply go straight to the fixing pass.
     known_fixable: set[str] = set()
@@ -180,8 +229,9 @@ def _run(
         phases.done("cache", "%d of %d files answered by the cache", len(by_path) - len(misses), len(by_path))
     for shown in misses:
         checked[shown] = Checked(None)
-    holding = map_shared(triggers.wanted, misses, by_path, spread_jobs)
-    wanted = [shown for shown, holds in zip(misses, holding) if holds or shown in views]
+    spread_jobs = 1 if checking.early is not None else options.jobs
+    holding = map_shared(rules.triggers.wanted, misses, by_path, spread_jobs)
+    wanted = [shown for shown, holds in zip(misses, holding) if holds or shown in checking.views]
     phases.done(
         "prefilter", "%d files hold a selected rule's trigger words; %d do not and are not parsed",
         len(wanted), len(misses) - len(wanted),
@@ -189,29 +239,19 @@ def _run(
     if log.isEnabledFor(logging.DEBUG):
         for shown in sorted(set(misses) - set(wanted)):
             log.debug("not parsed %s: no selected rule's trigger words", shown)
-
-    def check_files(shown_paths: list[str], with_options: RunOptions, into: dict[str, Checked] = checked) -> None:
-        work = file_requests(plan(), with_options, config, contract, shown_paths, everything, config_paths, views)
-        if shown_paths and shown_paths[0] in context_by_path:
-            # Context files give only their project facts.
-            work = [(replace(request, rules=()), data) for request, data in work if request.project_rules]
-        started = early.pool_for(len(work)) if early is not None else None
-        for (request, _data), result in zip(work, check_all(work, with_options.jobs, progress, started)):
-            into[request.path] = Checked(result.outcome, result.facts)
-
     # Fixing needs the whole file parsed; finding needs only the flaggable
     # functions. So `fix` first checks like `check`, then parses whole only the
     # files that have a fix to apply (a few dozen of a tree's thousands).
     unknown = [shown for shown in wanted if shown not in known_fixable]
     if unknown:
-        check_files(unknown, replace(options, fix=None))
+        checking.check(unknown, replace(options, fix=None), checked)
     if options.fix is not None:
         to_fix = [
             shown for shown in wanted
             if shown in known_fixable or _has_fix_to_apply(checked[shown].outcome, options.fix)
         ]
         if to_fix:
-            check_files(to_fix, options)
+            checking.check(to_fix, options, checked)
     parsed_now = sum(checked[shown].outcome is not None for shown in wanted)
     phases.done("check", "%d files checked (%s jobs)", parsed_now, options.jobs or "all")
     if result_cache is not None:
@@ -220,56 +260,83 @@ def _run(
             if fresh.outcome is None or not fresh.outcome.errors:
                 result_cache.store_file(shown, digests[shown], _without_fix(fresh.outcome), fresh.facts)
     # Source order, whichever results came from the cache: project rules see facts in a stable order.
-    checked = {shown: checked[shown] for shown in by_path}
+    return {shown: checked[shown] for shown in by_path}
 
-    findings: list[Finding] = []
+
+@dataclass
+class _Report:
+    """What the run reports, gathered phase by phase."""
+
+    findings: list[Finding]
+    errors: list[RunError]
+    fixed: dict[str, tuple[bytes, bytes]]
+    parsed: int
+    proved: Optional[Certificate] = None
+
+
+def _report(checked: dict[str, Checked], found: Discovered, tree: ReadTree) -> _Report:
+    """The checked files' findings, errors and fixed bytes."""
     # Skipped paths are reported so nothing leaves scope unseen, but they are not failures.
-    errors = [RunError(path, f"skipped: {reason}") for path, reason in scope.skipped] + read_errors
-    fixed: dict[str, tuple[bytes, bytes]] = {}
-    parsed = 0
+    errors = [RunError(path, f"skipped: {reason}") for path, reason in found.scope.skipped] + tree.read_errors
+    report = _Report([], errors, {}, 0)
     for shown, result in checked.items():
         outcome = result.outcome
         if outcome is None:
             continue
-        parsed += outcome.parsed
-        findings.extend(outcome.findings)
-        errors.extend(outcome.errors)
+        report.parsed += outcome.parsed
+        report.findings.extend(outcome.findings)
+        report.errors.extend(outcome.errors)
         if outcome.fixed_source is not None:
-            fixed[shown] = (by_path[shown], outcome.fixed_source)
+            report.fixed[shown] = (tree.by_path[shown], outcome.fixed_source)
+    return report
 
-    project = ProjectRun(plan, config, config_paths, everything, digests, result_cache, options.fix)
-    with_context = _with_context(checked, context_by_path, triggers, result_cache, digests,
-                                 lambda missing, into: check_files(missing, replace(options, fix=None), into))
-    order = [shown for shown in (display_path(path, cwd) for path in (whole or scope).files) if shown in with_context]
-    with_context = {shown: with_context[shown] for shown in order}
-    for code in triggers.project_codes:
-        produced = project.run_rule(code, with_context, fixed, errors)
-        produced = [finding for finding in produced if finding.path in by_path or finding.path not in everything]
-        findings.extend(produced)
+
+def _add_project_findings(config: Config, options: RunOptions, found: Discovered, tree: ReadTree, rules: _Rules,
+                          checking: _Checking, checked: dict[str, Checked], report: _Report,
+                          phases: Phases) -> dict[str, Any]:
+    """Run the project rules over the facts of the checked files and their context; return the
+    suppressions each file's project findings used, for the unused-ignore report."""
+    project = ProjectRun(rules.plan, config, tree.config_paths, tree.everything, checking.digests, rules.result_cache,
+                         options.fix)
+    with_context = with_context_facts(checked, tree.context_by_path, rules.triggers, rules.result_cache,
+                                      checking.digests,
+                                      lambda missing, into: checking.check(missing, replace(options, fix=None), into))
+    shown_order = (display_path(path, tree.cwd) for path in (found.whole or found.scope).files)
+    with_context = {shown: with_context[shown] for shown in shown_order if shown in with_context}
+    for code in rules.triggers.project_codes:
+        produced = project.run_rule(code, with_context, report.fixed, report.errors)
+        produced = [finding for finding in produced if finding.path in tree.by_path or finding.path not in tree.everything]
+        report.findings.extend(produced)
         phases.done("project", "%s: %d findings (%s)", code, len(produced), project.answered_by)
-    proved: Optional[Certificate] = None
-    if options.prove or config.prove:
-        # Imported here: the proof, and the analysis it runs, load only for a run under --prove.
-        from kvlint.running.prove import prove_scope
+    return project.used
 
-        proved = prove_scope(config, contract, by_path, everything, config_paths, paths, findings, result_cache,
-                             content_digests)
+
+def _proof(config: Config, options: RunOptions, contract: Contract, tree: ReadTree, rules: _Rules,
+           report: _Report) -> Certificate:
+    # Imported here: the proof, and the analysis it runs, load only for a run under --prove.
+    from kvlint.running.prove import prove_scope
+
+    return prove_scope(config, contract, tree.by_path, tree.everything, tree.config_paths,
+                       options.paths or config.include_paths, report.findings, rules.result_cache,
+                       tree.content_digests)
+
+
+def _add_unused_ignores(checked: dict[str, Checked], project_used: dict[str, Any], report: _Report) -> None:
     for shown, result in checked.items():
         if result.outcome is not None and result.outcome.open_suppressions:
-            findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project.used.get(shown, ())))
+            report.findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project_used.get(shown, ())))
 
+
+def _save(early: Optional[HeadStart], rules: _Rules, tree: ReadTree) -> None:
+    """End the head start and keep what the next run reuses: the result cache, the stat table."""
     if early is not None:
         early.close()
-    if result_cache is not None:
-        result_cache.save(by_path)
-    if table is not None:
-        table.save()
+    if rules.result_cache is not None:
+        rules.result_cache.save(tree.by_path)
+    if tree.table is not None:
+        tree.table.save()
     # What `made_to_last` and the cache's load froze.
     gc.unfreeze()
-    findings.sort(key=lambda finding: finding.sort_key)
-    phases.total("%d findings, %d errors", len(findings), len(errors))
-    errors.sort(key=lambda error: error.path)
-    return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped, proved)
 
 
 def contract_in_force(config: Config, paths: Sequence[Path]) -> Contract:
@@ -279,35 +346,6 @@ def contract_in_force(config: Config, paths: Sequence[Path]) -> Contract:
     tree = tree_of(scope, config.include, config.exclude, config.root) if paths else scope
     sources, _errors = Reader(Path.cwd(), False, None).read(list(tree.files), tree.real)
     return contract_for(config, sources, True)[0]
-
-
-def _with_context(
-    checked: dict[str, Checked],
-    context: Mapping[str, bytes],
-    triggers: Any,
-    result_cache: Optional[ResultCache],
-    digests: dict[str, bytes],
-    check_files: Callable[..., None],
-) -> dict[str, Checked]:
-    """The checked files and the project facts of the rest of the tree, their context (cached by content)."""
-    if not context or not triggers.project_codes:
-        return checked
-    cached = {shown: result_cache.project_facts(shown, digests[shown]) for shown in context} if result_cache else {}
-    found = {shown: Checked(None, facts, facts_pickled=True) for shown, facts in cached.items() if facts is not None}
-    unknown = [shown for shown in context if shown not in found]
-    missing = [shown for shown in unknown if triggers.wanted(context[shown])]
-    if missing:
-        check_files(missing, found)
-    if unknown and result_cache is not None:
-        # A file no project rule reads (no trigger words) has no facts: kept as such, so no later run reads it again.
-        known = {shown: (digests[shown], found[shown].facts if shown in found else {}) for shown in unknown}
-        failed = {shown for shown in missing if shown in found and _errors(found[shown])}
-        result_cache.store_context_facts({shown: entry for shown, entry in known.items() if shown not in failed})
-    return {**found, **checked}
-
-
-def _errors(checked: Checked) -> bool:
-    return checked.outcome is not None and bool(checked.outcome.errors)
 
 
 def run_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path) -> ResultCache:
@@ -340,34 +378,3 @@ def _has_fix_to_apply(outcome: Optional[FileOutcome], allowed: Optional[Applicab
 
 def _without_fix(outcome: Optional[FileOutcome]) -> Optional[FileOutcome]:
     return None if outcome is None else replace(outcome, fixed_source=None)
-
-
-def _only_changed(files: list[Path], real: Mapping[Path, Path], rev: str) -> list[Path]:
-    """`files` (`real`: each one's real path, as `discover` found it) that git says changed against `rev`."""
-    top = _git(["rev-parse", "--show-toplevel"], Path.cwd())
-    if top is None:
-        raise ConfigError("--changed needs a git repository")
-    root = Path(top.strip())
-    diff = _git(["diff", "--name-only", "-z", "--diff-filter=d", rev, "--"], root)
-    if diff is None:
-        raise ConfigError(f"--changed: git cannot diff against {rev!r}")
-    untracked = _git(["ls-files", "-z", "--others", "--exclude-standard"], root) or ""
-    changed = {(root / name).resolve() for name in (diff + untracked).split("\0") if name}
-    # The walk's real paths, not `Path.resolve` (a stat per path component): over sglang/srt's
-    # 2,141 files resolving took 0.4 s of every `--changed` run.
-    return [path for path in files if real[path] in changed]
-
-
-def _git(args: list[str], cwd: Path) -> Optional[str]:
-    try:
-        result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return result.stdout if result.returncode == 0 else None
-
-
-def _config_relative(path: Path, root: Path) -> str:
-    """`path` as the configuration's per-file patterns see it: relative to the resolved config root."""
-    # What `relative_to(root).as_posix()` gives, by a prefix test on the text: over sglang/srt's
-    # 2,141 files `relative_to` took 0.025 s of every run.
-    return display_path(path, root)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
 from kvlint.api.config import Config
+from kvlint.api.triggers import Triggers
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_allowed
 from kvlint.store.result_cache import ProjectEntry, ResultCache, digest, project_inputs
 from kvlint.running.decide import FileDecisions, project_candidate
@@ -130,3 +131,32 @@ def _apply_project_edit(
         errors.append(RunError(edit.path, f"fix not applied: {exc}"))
         return
     fixed[edit.path] = (original, updated)
+
+
+def with_context_facts(
+    checked: dict[str, Checked],
+    context: Mapping[str, bytes],
+    triggers: Triggers,
+    result_cache: Optional[ResultCache],
+    digests: dict[str, bytes],
+    check_files: Callable[..., None],
+) -> dict[str, Checked]:
+    """The checked files and the project facts of the rest of the tree, their context (cached by content)."""
+    if not context or not triggers.project_codes:
+        return checked
+    cached = {shown: result_cache.project_facts(shown, digests[shown]) for shown in context} if result_cache else {}
+    found = {shown: Checked(None, facts, facts_pickled=True) for shown, facts in cached.items() if facts is not None}
+    unknown = [shown for shown in context if shown not in found]
+    missing = [shown for shown in unknown if triggers.wanted(context[shown])]
+    if missing:
+        check_files(missing, found)
+    if unknown and result_cache is not None:
+        # A file no project rule reads (no trigger words) has no facts: kept as such, so no later run reads it again.
+        known = {shown: (digests[shown], found[shown].facts if shown in found else {}) for shown in unknown}
+        failed = {shown for shown in missing if shown in found and _errors(found[shown])}
+        result_cache.store_context_facts({shown: entry for shown, entry in known.items() if shown not in failed})
+    return {**found, **checked}
+
+
+def _errors(checked: Checked) -> bool:
+    return checked.outcome is not None and bool(checked.outcome.errors)

@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import os
 import stat
-from time import time_ns
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from time import time_ns
 from typing import Callable, Generic, Iterator, Mapping, Optional, Sequence, TypeVar
 
-from kvlint.api.types import RunError
-from kvlint.store.result_cache import digest
+from kvlint.api.config import Config
 from kvlint.api.paths import display_path
+from kvlint.api.types import RunError
+from kvlint.running.discovery import Discovered
+from kvlint.running.phases import Phases
+from kvlint.store.result_cache import digest
 from kvlint.store.stat_table import StatTable
 
 K = TypeVar("K")
@@ -151,3 +156,53 @@ def _read_error(path: Path, cwd: Path, exc: OSError) -> RunError:
     if isinstance(exc, IsADirectoryError):
         return RunError(shown, "is a directory, not a Python file")
     return RunError(shown, f"cannot read: {exc.strerror or exc}", unchecked=True)
+
+
+@dataclass(frozen=True)
+class ReadTree:
+    """The run's files, read and keyed as findings show them: those reported on, and the context."""
+
+    cwd: Path
+    # Both keyed by their display path; `everything` is the context, then the files reported on.
+    by_path: FileBytes[str]
+    context_by_path: FileBytes[str]
+    everything: FileBytes[str]
+    # The joined bytes by real path, as contract learning reads them.
+    read: FileBytes[Path]
+    read_errors: list[RunError]
+    # Each shown path as the configuration's per-file patterns see it.
+    config_paths: dict[str, str]
+    # Each file's content digest (with the cache on), before the project index adds its view.
+    content_digests: dict[str, bytes]
+    table: Optional[StatTable]
+
+
+def read_tree(config: Config, cache: bool, found: Discovered, stat_table: bool, phases: Phases) -> ReadTree:
+    """The read phase of a run: every file's bytes (or their promise, where the stat table vouches for
+    them), keyed as findings show them."""
+    cwd = Path.cwd()
+    table = StatTable(config.root / config.cache_dir) if cache and stat_table else None
+    reader = Reader(cwd, cache, table)
+    sources, read_errors = reader.read(found.files, found.scope.real)
+    reading = {found.scope.real[path] for path in sources}
+    whole = found.whole
+    context_files = [path for path in whole.files if whole.real[path] not in reading] if whole else []
+    context, _unread = reader.read(context_files, whole.real if whole else {})
+    phases.done("read", "%d files read, %d could not be, %d of context; %d of them unchanged since hashed, left unread",
+                len(sources), len(read_errors), len(context), reader.vouched)
+    as_shown = partial(display_path, cwd=cwd)
+    by_path = sources.keyed(as_shown)
+    root = config.root.resolve()
+    config_paths = {shown: _config_relative(path, root) for shown, path in by_path.paths().items()}
+    context_by_path = context.keyed(as_shown)
+    config_paths.update({shown: _config_relative(path, root) for shown, path in context_by_path.paths().items()})
+    everything = context_by_path.joined(by_path)
+    return ReadTree(cwd, by_path, context_by_path, everything, context.joined(sources), read_errors, config_paths,
+                 everything.digests() if cache else {}, table)
+
+
+def _config_relative(path: Path, root: Path) -> str:
+    """`path` as the configuration's per-file patterns see it: relative to the resolved config root."""
+    # What `relative_to(root).as_posix()` gives, by a prefix test on the text: over sglang/srt's
+    # 2,141 files `relative_to` took 0.025 s of every run.
+    return display_path(path, root)
