@@ -100,7 +100,7 @@ class Suppression:
 
     line: int
     column: int
-    # None: suppresses every code on its line.
+    # None: suppresses every code on its line. A `# noqa:` keeps only kvlint's codes of its list.
     codes: Optional[frozenset[str]]
     # A bare `# noqa` belongs to other tools as much as to us: never reported unused.
     bare_noqa: bool

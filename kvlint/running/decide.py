@@ -99,10 +99,8 @@ class FileDecisions:
         found = []
         for _line, items in sorted(self.suppressions.items()):
             for item in items:
+                # A bare `# noqa` may be there for another tool (a `# noqa: E501` is not read at all).
                 if (item.line, item.column) in self.used or item.bare_noqa:
-                    continue
-                # A `# noqa: E501` is another tool's business; only ours can be unused here.
-                if item.codes is not None and not any(code.startswith("KV") for code in item.codes):
                     continue
                 found.append(item)
         return tuple(found)
