@@ -2,7 +2,9 @@
 
 A project built on the engine carries other tools' comments on its door lines
 (`# noqa: leading-underscore`, `# noqa: E501`): those hide nothing of kvlint's.
-A bare `# noqa` or `# kvlint: ignore` still hides a rule's finding.
+A bare `# noqa` or `# kvlint: ignore` still hides a rule's finding, but under
+`--prove` only a suppression naming KV104 hides a KV104, and the certificate
+lists every unproven door by file:line, the suppressed ones marked.
 """
 
 from __future__ import annotations
@@ -134,3 +136,70 @@ def test_another_tools_noqa_is_never_an_unused_ignore(in_tmp: Path) -> None:
     code, findings, report = found("--report-unused-ignores")
     assert (code, findings) == (1, {("KV001", UNKNOWN_LINE)})
     assert report["findings"][0]["message"] == "suppression[KV101] suppresses nothing"
+
+
+# `kvlint check --prove`.
+
+
+def test_another_tools_noqa_hides_nothing_under_prove(in_tmp: Path) -> None:
+    project(in_tmp, unmarked="  # noqa: leading-underscore", unknown="  # noqa: leading-underscore")
+    code, findings, report = found("--prove")
+    assert (code, findings) == (1, {("KV102", UNMARKED_LINE), ("KV104", UNKNOWN_LINE)})
+    assert report["prove"]["unproven_calls"] == [
+        {"path": BACKEND, "line": UNKNOWN_LINE, "suppressed": False,
+         "why": f"`self.loc_buf` ({BACKEND}:{UNKNOWN_LINE}), whose origin kvlint cannot see"},
+    ]
+
+
+@pytest.mark.parametrize(
+    "comment", ["# noqa", "# kvlint: ignore", "# kvlint: ignore[KV1]", "# noqa: KV101", "# kvlint: ignore[KV102]"]
+)
+def test_kv104_is_not_hidden_by_a_suppression_that_does_not_name_it(in_tmp: Path, comment: str) -> None:
+    project(in_tmp, unmarked=None, unknown=f"  {comment}")
+    code, findings, report = found("--prove")
+    assert (code, findings) == (1, {("KV104", UNKNOWN_LINE)})
+    assert [(c["line"], c["suppressed"]) for c in report["prove"]["unproven_calls"]] == [(UNKNOWN_LINE, False)]
+    assert report["prove"]["unproven"] == 1
+
+
+@pytest.mark.parametrize("comment", ["# kvlint: ignore[KV104]", "# noqa: KV104", "# noqa: E501, KV104"])
+def test_a_suppression_naming_kv104_hides_it_and_the_certificate_still_lists_the_door(
+    in_tmp: Path, comment: str
+) -> None:
+    project(in_tmp, unmarked=None, unknown=f"  {comment}")
+    # Nothing reported is a clean run (DESIGN: exit 0 means no findings), the door still in the certificate.
+    code, findings, report = found("--prove", "--report-unused-ignores")
+    assert (code, findings) == (0, set())
+    assert report["prove"]["unproven"] == 1
+    assert [(c["path"], c["line"], c["suppressed"]) for c in report["prove"]["unproven_calls"]] == [
+        (BACKEND, UNKNOWN_LINE, True)
+    ]
+    code, text = kvlint("--no-cache", "--prove")
+    assert code == 0
+    assert "prove: 2 write-door calls: 1 proven marked, 0 raw, 1 unproven (1 suppressed)" in text
+    assert text.splitlines()[-1] == (
+        f"  unproven {BACKEND}:{UNKNOWN_LINE} (suppressed): `self.loc_buf` ({BACKEND}:{UNKNOWN_LINE}),"
+        " whose origin kvlint cannot see"
+    )
+
+
+def test_a_kv104_suppression_stays_used_on_a_warm_run(in_tmp: Path) -> None:
+    """The proof is read from the cache on a second run: the suppression it used must not become KV001."""
+    project(in_tmp, unmarked=None, unknown="  # kvlint: ignore[KV104]")
+    for _run in ("cold", "warm"):
+        code, out = kvlint("--prove", "--report-unused-ignores", "--format", "json")
+        assert (code, json.loads(out)["findings"]) == (0, [])
+
+
+def test_per_file_ignored_kv104_is_listed_as_suppressed(in_tmp: Path) -> None:
+    project(in_tmp, unmarked=None)
+    (in_tmp / "kvlint.toml").write_text('[per-file-ignores]\n"engine/layers/*" = ["KV104"]\n')
+    code, findings, report = found("--prove")
+    assert (code, findings) == (0, set())
+    assert [(c["line"], c["suppressed"]) for c in report["prove"]["unproven_calls"]] == [(UNKNOWN_LINE, True)]
+
+
+def test_explain_kv104_says_only_a_suppression_naming_it_hides_it() -> None:
+    text = " ".join(CliRunner().invoke(main, ["explain", "KV104"]).stdout.split())
+    assert "Only a suppression naming KV104 hides it: a bare `# noqa` or `# kvlint: ignore`" in text
+    assert "the certificate lists every unproven door by file:line, the suppressed ones marked" in text

@@ -253,7 +253,7 @@ def _run(
         from kvlint.running.prove import prove_scope
 
         proved = prove_scope(config, contract, by_path, everything, config_paths, paths, findings, result_cache,
-                             content_digests)
+                             content_digests, project.used)
     for shown, result in checked.items():
         if result.outcome is not None and result.outcome.open_suppressions:
             findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project.used.get(shown, ())))
