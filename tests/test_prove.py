@@ -98,6 +98,10 @@ def test_each_way_a_proof_stops_is_kv104_naming_the_link(tree: Path) -> None:
 
 def test_proven_and_raw_locs_raise_no_kv104_and_are_counted(tree: Path) -> None:
     result = report()
+    # Every unproven call is listed where its KV104 is, none suppressed.
+    assert [(c["path"], c["line"], c["suppressed"]) for c in result["prove"].pop("unproven_calls")] == sorted(
+        (f["path"], f["line"], False) for f in result["findings"] if f["code"] == "KV104"
+    )
     # Ten door calls in the backend (`_store` is a door: it forwards its loc), one in `_store`
     # two in the module helpers and one in the split pool.
     assert result["prove"] == {
@@ -124,10 +128,16 @@ def test_a_function_the_contract_says_keeps_the_mark_proves_its_argument(tree: P
 def test_certificate_in_text_and_sarif(tree: Path) -> None:
     code, text = kvlint("check", "--prove", ".")
     assert code == 1
-    assert text.splitlines()[-2:] == [
+    lines = text.splitlines()
+    assert lines[-10:-8] == [
         "prove: 14 write-door calls: 5 proven marked, 1 raw, 8 unproven",
         "  engine: 14 doors, 5 proven, 1 raw, 8 unproven",
     ]
+    # Then each unproven door, by file:line, with where its proof stops.
+    assert lines[-8].startswith(f"  unproven {BACKEND}:{line_of(tree / BACKEND, 'self._store(layer, self.loc_buf')}: ")
+    assert [line.split(": ")[0] for line in lines[-8:]] == [f"  unproven {path}:{line}" for path, line in sorted(
+        (f["path"], f["line"]) for f in report()["findings"] if f["code"] == "KV104"
+    )]
     _code, sarif = kvlint("check", "--prove", "--format", "sarif", ".")
     assert json.loads(sarif)["runs"][0]["properties"]["prove"]["by_path"]["engine"]["unproven"] == 8
     _code, plain = kvlint("check", "--format", "json", ".")
@@ -165,7 +175,8 @@ def test_baseline_ratchet_records_todays_unproven_doors_and_fails_new_ones(tree:
     )
     code, out = kvlint("check", "--prove", "--baseline", "baseline.json", "-q", ".")
     assert code == 1
-    assert [line.split(": ")[0] for line in out.splitlines() if "KV" in line] == ["engine/layers/new_backend.py:3:40"]
+    findings = [line for line in out.splitlines() if not line.startswith(" ") and " KV" in line]
+    assert [line.split(": ")[0] for line in findings] == ["engine/layers/new_backend.py:3:40"]
 
 
 def test_a_warm_run_reads_the_proof_from_the_cache(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:

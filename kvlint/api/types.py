@@ -86,7 +86,14 @@ def forward(self, layer, forward_batch, k, v):
 A loc that is marked by a function kvlint cannot read (a translation
 helper of the pool) is declared in `[tool.kvlint.contract]`
 `mark-keeping`; a known gap is recorded with `kvlint baseline --prove` and
-ratcheted; a single site takes `# kvlint: ignore[KV104]` with a reason.
+ratcheted; a single site takes `# kvlint: ignore[KV104]` (or
+`# noqa: KV104`) with a reason. Only a suppression naming KV104 hides it: a
+bare `# noqa` or `# kvlint: ignore`, a family prefix (`KV1`), or one naming
+other codes (`# noqa: KV101`, another tool's `# noqa: E501`) does not, so a
+comment written for something else cannot pass the proof. A suppressed door
+is still counted unproven, and the certificate lists every unproven door by
+file:line, the suppressed ones marked. A door whose KV101/KV102/KV103 is
+suppressed is unproven too, and needs KV104 named as well.
 
 ## Fix safety
 No fix: kvlint cannot know which loc was meant.""",
@@ -100,13 +107,17 @@ class Suppression:
 
     line: int
     column: int
-    # None: suppresses every code on its line.
+    # None: suppresses every code on its line. A `# noqa:` keeps only kvlint's codes of its list.
     codes: Optional[frozenset[str]]
     # A bare `# noqa` belongs to other tools as much as to us: never reported unused.
     bare_noqa: bool
 
     def covers(self, code: str) -> bool:
         return self.codes is None or code in self.codes or any(code.startswith(c) for c in self.codes)
+
+    def names(self, code: str) -> bool:
+        """Lists `code` itself: neither bare nor a family prefix."""
+        return self.codes is not None and code in self.codes
 
 
 @dataclass(frozen=True)

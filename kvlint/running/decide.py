@@ -18,13 +18,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Optional
 
 from kvlint.running.suppression import parse_suppressions
-from kvlint.api.types import UNUSED_IGNORE, Finding, FixInfo, Severity, Suppression
+from kvlint.api.types import UNPROVEN_WRITE_LOC, UNUSED_IGNORE, Finding, FixInfo, Severity, Suppression
 
 if TYPE_CHECKING:
     from kvlint.api.rule import ProjectRule, ProjectViolation
 
 # (line, column) of a suppression comment: which one a finding used.
 SuppressionId = tuple[int, int]
+# Codes only a suppression naming them hides. `--prove` certifies every door: a bare `# noqa`
+# written for another tool, or a `# kvlint: ignore[KV1]` meant for the rules, must not pass it.
+NAMED_ONLY = frozenset({UNPROVEN_WRITE_LOC.code})
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,10 @@ class FileDecisions:
         )
 
     def _suppressed(self, code: str, lines: tuple[int, int]) -> bool:
+        named_only = code in NAMED_ONLY
         for line in dict.fromkeys(lines):
             for suppression in self.suppressions.get(line, ()):
-                if suppression.covers(code):
+                if suppression.names(code) if named_only else suppression.covers(code):
                     self.used.add((suppression.line, suppression.column))
                     return True
         return False
@@ -99,10 +103,8 @@ class FileDecisions:
         found = []
         for _line, items in sorted(self.suppressions.items()):
             for item in items:
+                # A bare `# noqa` may be there for another tool (a `# noqa: E501` is not read at all).
                 if (item.line, item.column) in self.used or item.bare_noqa:
-                    continue
-                # A `# noqa: E501` is another tool's business; only ours can be unused here.
-                if item.codes is not None and not any(code.startswith("KV") for code in item.codes):
                     continue
                 found.append(item)
         return tuple(found)

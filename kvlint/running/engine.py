@@ -110,7 +110,7 @@ def _run(
     report = _report(checked, found, tree)
     project_used = _add_project_findings(config, options, found, tree, rules, checking, checked, report, phases)
     if options.prove or config.prove:
-        report.proved = _proof(config, options, contract, tree, rules, report)
+        report.proved = _proof(config, options, contract, tree, rules, report, project_used)
     _add_unused_ignores(checked, project_used, report)
     _save(early, rules, tree)
     report.findings.sort(key=lambda finding: finding.sort_key)
@@ -312,13 +312,14 @@ def _add_project_findings(config: Config, options: RunOptions, found: Discovered
 
 
 def _proof(config: Config, options: RunOptions, contract: Contract, tree: ReadTree, rules: _Rules,
-           report: _Report) -> Certificate:
+           report: _Report, project_used: dict[str, Any]) -> Certificate:
+    """The --prove certificate; the suppressions that hid a KV104 join `project_used`."""
     # Imported here: the proof, and the analysis it runs, load only for a run under --prove.
     from kvlint.running.prove import prove_scope
 
     return prove_scope(config, contract, tree.by_path, tree.everything, tree.config_paths,
                        options.paths or config.include_paths, report.findings, rules.result_cache,
-                       tree.content_digests)
+                       tree.content_digests, project_used)
 
 
 def _add_unused_ignores(checked: dict[str, Checked], project_used: dict[str, Any], report: _Report) -> None:

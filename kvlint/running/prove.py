@@ -6,8 +6,11 @@ name first, then CPython's `ast`); their locs are classified by
 under `--changed`, so a helper or a caller in an unchanged file still
 counts). A raw loc is what KV101, KV102 and KV103 report; an unproven one
 becomes KV104 here, decided like any finding (per-file ignores, suppression
-comments). The certificate counts the door calls by top-level folder of the
-scope, so a CI log shows which part of the tree was proven and how much of it.
+comments), except that only a comment naming KV104 hides it (`decide.NAMED_ONLY`).
+The certificate counts the door calls by top-level folder of the scope, so a CI
+log shows which part of the tree was proven and how much of it, and lists every
+unproven door call by file:line, the suppressed ones marked, so it shows where
+the proof stops even when no KV104 is reported.
 A door call a pool makes on its base class with a bare loc it takes by design
 (`kvlint.analysis.pool_gate`) is counted as exempt, not unproven.
 """
@@ -27,7 +30,7 @@ from kvlint.api.config import Config
 from kvlint.api.contract import Contract
 from kvlint.api.types import UNPROVEN_WRITE_LOC, Finding
 from kvlint.store.result_cache import ResultCache
-from kvlint.running.decide import Candidate, FileDecisions
+from kvlint.running.decide import Candidate, FileDecisions, SuppressionId
 from kvlint.api.paths import display_path
 from kvlint.running.selection import per_file_ignored
 
@@ -54,6 +57,20 @@ class Counts:
                 "exempt": self.exempt}
 
 
+@dataclass(frozen=True)
+class UnprovenCall:
+    """A door call whose loc the proof could not show marked, where its KV104 is (or would be)."""
+
+    path: str
+    line: int
+    # True: a `# kvlint: ignore[KV104]`, `# noqa: KV104` or a per-file ignore hid its KV104.
+    suppressed: bool
+    why: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path, "line": self.line, "suppressed": self.suppressed, "why": self.why}
+
+
 @dataclass
 class Certificate:
     """What `--prove` showed: door calls seen, proven, raw, unproven and exempt, in all and by top-level folder."""
@@ -62,12 +79,15 @@ class Certificate:
     by_path: dict[str, Counts] = field(default_factory=dict)
     # Each exempt call, (path, line, why), so a reviewer can check every one.
     exempt_calls: list[tuple[str, int, str]] = field(default_factory=list)
+    # Each unproven call, reported or suppressed: a run whose KV104s are all suppressed still shows them.
+    unproven_calls: list[UnprovenCall] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {
             **self.total.to_json(),
             "by_path": {path: counts.to_json() for path, counts in sorted(self.by_path.items())},
             "exempt_calls": [{"path": path, "line": line, "why": why} for path, line, why in self.exempt_calls],
+            "unproven_calls": [call.to_json() for call in self.unproven_calls],
         }
 
 
@@ -86,12 +106,13 @@ class DoorCall:
 def prove_scope(
     config: Config, contract: Contract, reported: Mapping[str, bytes], everything: Mapping[str, bytes],
     config_paths: dict[str, str], paths: Sequence[Path], findings: list[Finding], result_cache: Optional[ResultCache],
-    digests: Mapping[str, bytes],
+    digests: Mapping[str, bytes], used: dict[str, set[SuppressionId]],
 ) -> Certificate:
     """Prove the door calls of `reported` (display path -> bytes) over the tree `everything`; add a KV104
     to `findings` for each unproven one, and for each raw one that no KV101-103 among `findings` reports
     (a raw loc one parameter or alias further than the rules look). `paths` are the run's paths, whose
-    top-level folders the certificate counts by; `digests`: each file's content digest, with the cache on."""
+    top-level folders the certificate counts by; `digests`: each file's content digest, with the cache on.
+    The suppressions that hid a KV104 are added to `used` (by path): they are not KV001."""
     roots = [display_path(path, Path.cwd()) for path in paths]
     reported_raw = {(f.path, f.line) for f in findings if f.code in RAW_CODES}
     # A warm run reads the proof from the cache: it depends on every file's content and on which
@@ -101,6 +122,7 @@ def prove_scope(
     if known is not None:
         certificate_known: Certificate = known[0]
         findings.extend(known[1])
+        _add_used(used, known[2])
         return certificate_known
     tree = ProofTree(everything)
     prover = LocProver(tree, contract)
@@ -123,13 +145,23 @@ def prove_scope(
         if path not in decisions:
             ignored = per_file_ignored(config_paths.get(path, path), config.per_file_ignores, [UNPROVEN_WRITE_LOC.code])
             decisions[path] = FileDecisions.for_source(path, ignored, reported[path].decode("utf-8", errors="replace"))
-        finding = decisions[path].admit(_candidate(found, verdict, reported[path].splitlines()))
+        candidate = _candidate(found, verdict, reported[path].splitlines())
+        finding = decisions[path].admit(candidate)
+        certificate.unproven_calls.append(UnprovenCall(path, candidate.line, finding is None, verdict.reason))
         if finding is not None:
             produced.append(finding)
+    certificate.unproven_calls.sort(key=lambda call: (call.path, call.line))
+    hid = tuple(sorted((path, *where) for path, decided in decisions.items() for where in decided.used))
     if result_cache is not None:
-        result_cache.store_proof(key, (certificate, produced))
+        result_cache.store_proof(key, (certificate, produced, hid))
     findings.extend(produced)
+    _add_used(used, hid)
     return certificate
+
+
+def _add_used(used: dict[str, set[SuppressionId]], hid: Sequence[tuple[str, int, int]]) -> None:
+    for path, line, column in hid:
+        used.setdefault(path, set()).add((line, column))
 
 
 def _proof_key(digests: Mapping[str, bytes], reported: Mapping[str, bytes], reported_raw: set[tuple[str, int]]) -> bytes:

@@ -79,10 +79,12 @@ def _print_statistics(console: Console, findings: list[Finding]) -> None:
 
 
 def _print_certificate(console: Console, certificate: Certificate) -> None:
-    """What `--prove` showed, in all and by top-level folder of the scope."""
+    """What `--prove` showed, in all and by top-level folder of the scope, and where the proof stops."""
     total = certificate.total
+    suppressed = sum(call.suppressed for call in certificate.unproven_calls)
     console.print(
         f"prove: {total.doors} write-door calls: {total.proven} proven marked, {total.raw} raw, {total.unproven} unproven"
+        + (f" ({suppressed} suppressed)" if suppressed else "")
         + (f", {total.exempt} exempt (a bare loc the pool takes by design)" if total.exempt else "")
     )
     for folder, counts in sorted(certificate.by_path.items()):
@@ -92,3 +94,6 @@ def _print_certificate(console: Console, certificate: Certificate) -> None:
         )
     for path, line, why in certificate.exempt_calls:
         console.print(f"  exempt {escape(path)}:{line}: {escape(why)}")
+    for call in certificate.unproven_calls:
+        mark = " (suppressed)" if call.suppressed else ""
+        console.print(f"  unproven {escape(call.path)}:{call.line}{mark}: {escape(call.why)}")
