@@ -29,6 +29,7 @@ from kvlint.api.contract import Contract
 from kvlint.api.paths import display_path
 from kvlint.running.discovery import discover, tree_of
 from kvlint.store.contract_cache import contract_for
+from kvlint.store.location import cache_directory
 from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.running.project_facts import helper_views, with_view
@@ -111,7 +112,8 @@ def _run(
     for skipped_path, reason in scope.skipped:
         log.debug("skipped %s: %s", skipped_path, reason)
     cwd = Path.cwd()
-    table = StatTable(config.root / config.cache_dir) if options.cache and stat_table else None
+    cache_at = cache_directory(config, paths) if options.cache else None
+    table = StatTable(cache_at) if cache_at is not None and stat_table else None
     reader = Reader(cwd, options.cache, table)
     sources, read_errors = reader.read(files, scope.real)
     reading = {scope.real[path] for path in sources}
@@ -123,7 +125,7 @@ def _run(
     # Every cache keys files by these; a file the stat table vouched for is not read unless asked for.
     file_digests = read.digests() if options.cache else None
     with made_to_last():
-        contract, cached = contract_for(config, read, options.cache, file_digests=file_digests)
+        contract, cached = contract_for(config, read, cache_at, file_digests=file_digests)
     learned = [key for key, source in contract.sources if source.startswith("learned")]
     phases.done("contract", "%s: %s", "cached" if cached else "learned from the tree", ", ".join(learned) or "nothing")
     as_shown = partial(display_path, cwd=cwd)
@@ -132,7 +134,7 @@ def _run(
     config_paths = {shown: _config_relative(path, root) for shown, path in by_path.paths().items()}
     context_by_path = context.keyed(as_shown)
     config_paths.update({shown: _config_relative(path, root) for shown, path in context_by_path.paths().items()})
-    result_cache = run_cache(config, options, contract, cwd) if options.cache else None
+    result_cache = run_cache(config, options, contract, cwd, cache_at) if cache_at is not None else None
 
     @cache
     def plan() -> Plan:
@@ -272,13 +274,13 @@ def _run(
     return RunResult(len(files), parsed, findings, errors, contract, fixed, scope.skipped, proved)
 
 
-def contract_in_force(config: Config, paths: Sequence[Path]) -> Contract:
+def contract_in_force(config: Config, paths: Sequence[Path], cache: bool = True) -> Contract:
     """The contract `kvlint check PATHS` would use, learned (or taken from the contract cache)
     from the same files, without checking any: what `kvlint contract` prints."""
     scope = discover(paths or config.include_paths, config.exclude, config.root)
     tree = tree_of(scope, config.include, config.exclude, config.root) if paths else scope
     sources, _errors = Reader(Path.cwd(), False, None).read(list(tree.files), tree.real)
-    return contract_for(config, sources, True)[0]
+    return contract_for(config, sources, cache_directory(config, paths) if cache else None)[0]
 
 
 def _with_context(
@@ -310,7 +312,8 @@ def _errors(checked: Checked) -> bool:
     return checked.outcome is not None and bool(checked.outcome.errors)
 
 
-def run_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path) -> ResultCache:
+def run_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path, directory: Path) -> ResultCache:
+    """The result cache in `directory` (`cache_directory`) for a run of `options` under `contract` from `cwd`."""
     key = run_key(
         dataclass_identity(config),
         options.select,
@@ -320,7 +323,7 @@ def run_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path
         dataclass_identity(contract),
         str(cwd),
     )
-    return ResultCache(config.root / config.cache_dir, key)
+    return ResultCache(directory, key)
 
 
 def _answered(result_cache: Optional[ResultCache], digests: dict[str, bytes], shown: str) -> bool:
