@@ -13,12 +13,11 @@ BARE = (
     "def forward(pool, layer, forward_batch, k, v):\n"
     "    pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)\n"
 )
-# What marks the project's root: its configuration, a repository, or nothing (the path itself).
+# What marks the project's root: its configuration or a repository.
 PROJECT_KINDS = {
     "kvlint.toml": lambda project: (project / "kvlint.toml").write_text(""),
     "pyproject.toml": lambda project: (project / "pyproject.toml").write_text("[tool.kvlint]\n"),
     "git repository": lambda project: (project / ".git").mkdir(),
-    "no marker": lambda project: None,
 }
 COMMANDS = {"contract": ["contract"], "check": ["check"], "fix": ["fix"], "fix --diff": ["fix", "--diff"]}
 
@@ -32,14 +31,19 @@ def everything_under(folder: Path) -> dict[str, bytes]:
     return {path.relative_to(folder).as_posix(): b"" if path.is_dir() else path.read_bytes() for path in folder.rglob("*")}
 
 
-@pytest.fixture(params=PROJECT_KINDS.values(), ids=PROJECT_KINDS.keys())
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Path:
+def make_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """`tmp_path/project`, with a finding, and the working directory its parent `tmp_path`."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "bad.py").write_text(BARE)
-    request.param(project)
     monkeypatch.chdir(tmp_path)
+    return project
+
+
+@pytest.fixture(params=PROJECT_KINDS.values(), ids=PROJECT_KINDS.keys())
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Path:
+    project = make_project(tmp_path, monkeypatch)
+    request.param(project)
     return project
 
 
@@ -48,6 +52,17 @@ def test_a_run_from_the_parent_folder_keeps_its_cache_in_the_project(project: Pa
     assert invoke(*command, "project")[0] in (0, 1)
     assert not (project.parent / ".kvlint_cache").exists()
     assert (project / ".kvlint_cache" / ".gitignore").is_file()
+
+
+@pytest.mark.parametrize("command", COMMANDS.values(), ids=COMMANDS.keys())
+def test_a_tree_nothing_marks_run_from_beside_it_keeps_its_cache_in_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    project = make_project(tmp_path, monkeypatch)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert invoke(*command, "../project")[0] in (0, 1)
+    assert [path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob(".kvlint_cache")] == ["project/.kvlint_cache"]
 
 
 @pytest.mark.parametrize("command", COMMANDS.values(), ids=COMMANDS.keys())

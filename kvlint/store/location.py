@@ -26,7 +26,8 @@ def cache_directory(config: Config, paths: Sequence[Path]) -> Path:
 
 def project_root(config: Config, paths: Sequence[Path]) -> Path:
     """The folder of the governing configuration; without one, the nearest folder at or above
-    the given paths' common folder that holds a project marker, else that common folder."""
+    the given paths' common folder that holds a project marker; without one, the working
+    directory where the paths lie inside it, else their common folder."""
     if config.path is not None:
         return config.root
     given = paths or config.include_paths
@@ -35,4 +36,7 @@ def project_root(config: Config, paths: Sequence[Path]) -> Path:
     for candidate in (folder, *folder.parents):
         if any((candidate / marker).exists() for marker in _MARKERS):
             return candidate
-    return folder
+    # A tree nothing marks is, without a configuration, read whole from the working directory
+    # (`Config.root`): a run over one of its files shares the whole-tree run's cache.
+    cwd = Path.cwd()
+    return cwd if folder == cwd or cwd in folder.parents else folder
