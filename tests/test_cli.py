@@ -43,7 +43,7 @@ def test_text_output_shows_source_line_span_fix_and_summary(tree: Path) -> None:
     assert "    pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)" in out
     assert "^" * len("forward_batch.out_cache_loc") in out
     assert "fix (safe): pass `KVWriteLoc.for_batch(forward_batch)`" in out
-    assert out.rstrip().endswith("1 finding (1 fixable) in 1 files; 2 files in scope")
+    assert out.rstrip().endswith("1 finding (1 fixable: 1 safe) in 1 files; 2 files in scope")
 
 
 def test_json_output_has_the_designed_shape(tree: Path) -> None:

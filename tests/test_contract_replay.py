@@ -11,9 +11,10 @@ import pytest
 
 import kvlint.store.contract_cache
 import kvlint.running.engine
-from kvlint.api.config import load_config
+from kvlint.api.config import Config, load_config
 from kvlint.api.contract import Contract
 from kvlint.store.contract_cache import contract_for
+from kvlint.store.location import cache_directory
 from kvlint.running.engine import RunOptions, run
 from kvlint.learn.contract import learn_contract
 from kvlint.learn.scope import Asked
@@ -155,6 +156,11 @@ def _sources(root: Path) -> dict[Path, bytes]:
     return {path.relative_to(root): path.read_bytes() for path in sorted(root.rglob("*.py"))}
 
 
+def _learned(config: Config, tree: Path) -> tuple[Contract, bool]:
+    """The contract of `tree`, and whether the contract cache answered."""
+    return contract_for(config, _sources(tree), cache_directory(config, [tree]))
+
+
 def _refuse_learning(*_args: Any) -> NoReturn:
     raise AssertionError("learned again")
 
@@ -174,46 +180,46 @@ def test_an_edit_learning_does_not_read_keeps_the_contract(
     tree: Path, monkeypatch: pytest.MonkeyPatch, name: str, edit: Callable[[str], str]
 ) -> None:
     config = load_config()
-    before, cached = contract_for(config, _sources(tree), cache=True)
+    before, cached = _learned(config, tree)
     assert not cached
     assert dict(before.write_doors) == {"put": 1, "set_kv_buffer": 1} and before.mark_gate == "requires_physical_write_loc"
     _edit(tree, name, edit)
     with monkeypatch.context() as patched:
         patched.setattr(kvlint.store.contract_cache, "learn_asking", _refuse_learning)
-        after, cached = contract_for(config, _sources(tree), cache=True)
+        after, cached = _learned(config, tree)
     assert cached and _whole(after) == _whole(before) == _whole(learn_contract(config, _sources(tree)))
 
 
 @pytest.mark.parametrize("name, edit", CHANGING.values(), ids=CHANGING.keys())
 def test_an_edit_learning_reads_is_learned_again_as_from_scratch(tree: Path, name: str, edit: Callable[[str], str]) -> None:
     config = load_config()
-    before = contract_for(config, _sources(tree), cache=True)[0]
+    before = _learned(config, tree)[0]
     _edit(tree, name, edit)
-    after, cached = contract_for(config, _sources(tree), cache=True)
+    after, cached = _learned(config, tree)
     assert not cached
     assert _whole(after) == _whole(learn_contract(config, _sources(tree))) != _whole(before)
 
 
 def test_a_kept_contract_is_stored_under_the_edited_tree(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = load_config()
-    contract_for(config, _sources(tree), cache=True)
+    _learned(config, tree)
     _edit(tree, *KEEPING["unrelated file"])
-    contract_for(config, _sources(tree), cache=True)
+    _learned(config, tree)
     asked: list[Any] = []
     monkeypatch.setattr(Asked, "answers_as_before", lambda *args: asked.append(args))
-    assert contract_for(config, _sources(tree), cache=True)[1]
+    assert _learned(config, tree)[1]
     assert not asked, "the edited tree's digests were stored: nothing to ask"
 
 
 def test_an_edit_then_its_undo_are_both_answered_from_the_cache(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = load_config()
-    before: Contract = contract_for(config, _sources(tree), cache=True)[0]
+    before: Contract = _learned(config, tree)[0]
     original = (tree / "engine" / "backend.py").read_text()
     monkeypatch.setattr(kvlint.store.contract_cache, "learn_asking", _refuse_learning)
     _edit(tree, *KEEPING["lines shift in a file whose doors calls are read"])
-    assert contract_for(config, _sources(tree), cache=True) == (before, True)
+    assert _learned(config, tree) == (before, True)
     (tree / "engine" / "backend.py").write_text(original)
-    assert contract_for(config, _sources(tree), cache=True) == (before, True)
+    assert _learned(config, tree) == (before, True)
 
 
 def test_a_tree_switched_back_and_forth_learns_each_state_once(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,12 +229,12 @@ def test_a_tree_switched_back_and_forth_learns_each_state_once(tree: Path, monke
     contracts = []
     for text in states:
         wrapper.write_text(text)
-        contracts.append(contract_for(config, _sources(tree), cache=True)[0])
+        contracts.append(_learned(config, tree)[0])
     assert _whole(contracts[0]) != _whole(contracts[1])
     monkeypatch.setattr(kvlint.store.contract_cache, "learn_asking", _refuse_learning)
     for text, contract in [*zip(states, contracts), *zip(states, contracts)]:
         wrapper.write_text(text)
-        found, cached = contract_for(config, _sources(tree), cache=True)
+        found, cached = _learned(config, tree)
         assert cached and _whole(found) == _whole(contract)
 
 

@@ -147,7 +147,8 @@ def baseline(paths: tuple[Path, ...], output: Path, config_file: Optional[Path],
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--config", "config_file", type=click.Path(path_type=Path))
-def contract(paths: tuple[Path, ...], config_file: Optional[Path]) -> None:
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the contract cache.")
+def contract(paths: tuple[Path, ...], config_file: Optional[Path], no_cache: bool) -> None:
     """Print the contract in force for PATHS and where each value came from."""
 
     def show() -> int:
@@ -155,7 +156,7 @@ def contract(paths: tuple[Path, ...], config_file: Optional[Path]) -> None:
         from kvlint.face.docs import contract_table
         from kvlint.running.engine import contract_in_force
 
-        click.echo(contract_table(contract_in_force(load_config(config_file), paths)))
+        click.echo(contract_table(contract_in_force(load_config(config_file), paths, cache=not no_cache)))
         return EXIT_CLEAN
 
     _guarded(show)

@@ -10,6 +10,7 @@ import click
 
 from kvlint.running.engine import RunResult
 from kvlint.api.types import Applicability, Finding, fix_allowed
+from kvlint.face.fixable import unsafe_only
 from kvlint.fix.writer import WriteRefused, write_fixed
 
 
@@ -35,9 +36,12 @@ def apply_or_diff(result: RunResult, allowed: Applicability, *, show_diff: bool,
         for finding in remaining:
             click.echo(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} {finding.message}", err=True)
     verb = "Would fix" if show_diff else "Fixed"
+    # A run without --unsafe that leaves unsafe fixes says so: else `Fixed 0` after a check
+    # counting them fixable reads as a fix that failed.
+    more = unsafe_only(remaining) if allowed is Applicability.SAFE else 0
     click.echo(
-        f"{verb} {fixed_count} findings in {len(fixed_paths)} files; {len(remaining)} remaining; "
-        f"{result.files_in_scope} files in scope",
+        f"{verb} {fixed_count} findings in {len(fixed_paths)} files{f' ({more} more with --unsafe)' if more else ''}; "
+        f"{len(remaining)} remaining; {result.files_in_scope} files in scope",
         err=True,
     )
     if result.has_internal_error or failed:

@@ -37,6 +37,7 @@ from kvlint.api.paths import display_path
 from kvlint.running.discovery import discover
 from kvlint.running.fix_edits import FindingFix, FindingKey, file_fixes
 from kvlint.store.contract_cache import contract_for
+from kvlint.store.location import cache_directory
 from kvlint.store.result_cache import FileEntry, ResultCache, digest
 from kvlint.running.engine import run_cache
 from kvlint.live.incremental import TextCheck, check_text
@@ -77,7 +78,8 @@ class Workspace:
                 continue
         file_digests = {path: digest(data) for path, data in sources.items()}
         # As `kvlint check` left it at the root, if it did; read, never written, like the result cache.
-        self.contract: Contract = contract_for(self.config, sources, cache=True, store=False, file_digests=file_digests)[0]
+        cache_at = cache_directory(self.config, self.config.include_paths)
+        self.contract: Contract = contract_for(self.config, sources, cache_at, store=False, file_digests=file_digests)[0]
         # The saved bytes of the files in scope, by path as `kvlint check` run at the root shows them.
         shown = {path: display_path(scope.real[path], self.root) for path in sources}
         self.saved: dict[str, bytes] = {shown[path]: data for path, data in sources.items()}
@@ -86,7 +88,7 @@ class Workspace:
         self._scope_answers: dict[str, bool] = {}
         # The result cache `kvlint check` run at the root fills: helper views, file summaries, each
         # file's findings and project facts. Read, and added to in memory, never written back.
-        self._cache: ResultCache = run_cache(self.config, self.options, self.contract, self.root)
+        self._cache: ResultCache = run_cache(self.config, self.options, self.contract, self.root, cache_at)
         # The cache names the project rules that run selected; the rules themselves (and LibCST)
         # load only when a text the cache does not answer is checked (`plan`).
         triggers = self._cache.triggers

@@ -39,6 +39,7 @@ from kvlint.running.project_run import Checked, ProjectRun, with_context_facts
 from kvlint.running.reading import ReadTree, Reader, SourceChanged, read_tree
 from kvlint.running.workers import Progress, check_all
 from kvlint.store.contract_cache import contract_for
+from kvlint.store.location import cache_directory
 from kvlint.store.result_cache import ResultCache, dataclass_identity, run_key
 
 if TYPE_CHECKING:
@@ -100,9 +101,10 @@ def _run(
                     options.jobs, started)
     if early is not None:
         closing.callback(early.close)
-    tree = read_tree(config, options.cache, found, stat_table, phases)
-    contract = _learned_contract(config, options, tree, phases)
-    rules = _rules_in_force(config, options, contract, tree, phases)
+    cache_at = cache_directory(config, options.paths or config.include_paths) if options.cache else None
+    tree = read_tree(config, cache_at, found, stat_table, phases)
+    contract = _learned_contract(config, cache_at, tree, phases)
+    rules = _rules_in_force(config, options, contract, tree, cache_at, phases)
     early = _head_start_kept(early, config, contract, rules, tree)
     checking = _Checking(config, contract, tree, rules, progress, early,
                          views=_project_index(options, contract, tree, rules, early, phases))
@@ -120,11 +122,11 @@ def _run(
                      found.scope.skipped, report.proved)
 
 
-def _learned_contract(config: Config, options: RunOptions, tree: ReadTree, phases: Phases) -> Contract:
+def _learned_contract(config: Config, cache_at: Optional[Path], tree: ReadTree, phases: Phases) -> Contract:
     # Every cache keys files by these; a file the stat table vouched for is not read unless asked for.
-    file_digests = tree.read.digests() if options.cache else None
+    file_digests = tree.read.digests() if cache_at is not None else None
     with made_to_last():
-        contract, cached = contract_for(config, tree.read, options.cache, file_digests=file_digests)
+        contract, cached = contract_for(config, tree.read, cache_at, file_digests=file_digests)
     learned = [key for key, source in contract.sources if source.startswith("learned")]
     phases.done("contract", "%s: %s", "cached" if cached else "learned from the tree", ", ".join(learned) or "nothing")
     return contract
@@ -140,8 +142,9 @@ class _Rules:
     options: RunOptions
 
 
-def _rules_in_force(config: Config, options: RunOptions, contract: Contract, tree: ReadTree, phases: Phases) -> _Rules:
-    result_cache = run_cache(config, options, contract, tree.cwd) if options.cache else None
+def _rules_in_force(config: Config, options: RunOptions, contract: Contract, tree: ReadTree, cache_at: Optional[Path],
+                    phases: Phases) -> _Rules:
+    result_cache = run_cache(config, options, contract, tree.cwd, cache_at) if cache_at is not None else None
 
     @cache
     def plan() -> Plan:
@@ -340,16 +343,17 @@ def _save(early: Optional[HeadStart], rules: _Rules, tree: ReadTree) -> None:
     gc.unfreeze()
 
 
-def contract_in_force(config: Config, paths: Sequence[Path]) -> Contract:
+def contract_in_force(config: Config, paths: Sequence[Path], cache: bool = True) -> Contract:
     """The contract `kvlint check PATHS` would use, learned (or taken from the contract cache)
     from the same files, without checking any: what `kvlint contract` prints."""
     scope = discover(paths or config.include_paths, config.exclude, config.root)
     tree = tree_of(scope, config.include, config.exclude, config.root) if paths else scope
     sources, _errors = Reader(Path.cwd(), False, None).read(list(tree.files), tree.real)
-    return contract_for(config, sources, True)[0]
+    return contract_for(config, sources, cache_directory(config, paths) if cache else None)[0]
 
 
-def run_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path) -> ResultCache:
+def run_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path, directory: Path) -> ResultCache:
+    """The result cache in `directory` (`cache_directory`) for a run of `options` under `contract` from `cwd`."""
     key = run_key(
         dataclass_identity(config),
         options.select,
@@ -359,7 +363,7 @@ def run_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path
         dataclass_identity(contract),
         str(cwd),
     )
-    return ResultCache(config.root / config.cache_dir, key)
+    return ResultCache(directory, key)
 
 
 def _answered(result_cache: Optional[ResultCache], digests: dict[str, bytes], shown: str) -> bool:

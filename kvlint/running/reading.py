@@ -177,12 +177,13 @@ class ReadTree:
     table: Optional[StatTable]
 
 
-def read_tree(config: Config, cache: bool, found: Discovered, stat_table: bool, phases: Phases) -> ReadTree:
+def read_tree(config: Config, cache_at: Optional[Path], found: Discovered, stat_table: bool, phases: Phases) -> ReadTree:
     """The read phase of a run: every file's bytes (or their promise, where the stat table vouches for
     them), keyed as findings show them."""
     cwd = Path.cwd()
-    table = StatTable(config.root / config.cache_dir) if cache and stat_table else None
-    reader = Reader(cwd, cache, table)
+    """`cache_at`: the cache directory, None with the cache off."""
+    table = StatTable(cache_at) if cache_at is not None and stat_table else None
+    reader = Reader(cwd, cache_at is not None, table)
     sources, read_errors = reader.read(found.files, found.scope.real)
     reading = {found.scope.real[path] for path in sources}
     whole = found.whole
@@ -198,7 +199,7 @@ def read_tree(config: Config, cache: bool, found: Discovered, stat_table: bool, 
     config_paths.update({shown: _config_relative(path, root) for shown, path in context_by_path.paths().items()})
     everything = context_by_path.joined(by_path)
     return ReadTree(cwd, by_path, context_by_path, everything, context.joined(sources), read_errors, config_paths,
-                 everything.digests() if cache else {}, table)
+                 everything.digests() if cache_at is not None else {}, table)
 
 
 def _config_relative(path: Path, root: Path) -> str:

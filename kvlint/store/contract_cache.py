@@ -51,16 +51,16 @@ _DIGEST_SIZE = len(digest(b""))
 def contract_for(
     config: Config,
     sources: Mapping[Path, bytes],
-    cache: bool,
+    directory: Optional[Path],
     store: bool = True,
     file_digests: Optional[Mapping[Path, bytes]] = None,
 ) -> tuple[Contract, bool]:
-    """The contract learned from `sources`, and whether the cache answered. `cache=False` (`--no-cache`)
-    neither reads nor writes; `store=False` (the language server) reads only; `file_digests`: each
-    source's `digest`, where the caller has them (the result cache needs them too)."""
-    if not cache:
+    """The contract learned from `sources`, and whether the cache in `directory` answered.
+    `directory=None` (`--no-cache`) neither reads nor writes; `store=False` (the language server)
+    reads only; `file_digests`: each source's `digest`, where the caller has them (the result
+    cache needs them too)."""
+    if directory is None:
         return learn_contract(config, sources), False
-    directory = config.root / config.cache_dir
     paths = sorted(sources)
     frame = frame_key(config, paths)
     digests = b"".join(file_digests[path] if file_digests else digest(sources[path]) for path in paths)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -12,6 +12,7 @@ from rich.markup import escape
 from kvlint.running.engine import RunResult
 from kvlint.running.prove import Certificate
 from kvlint.api.types import Finding
+from kvlint.face.fixable import fixable_counts
 
 
 def render(result: RunResult, out: TextIO, *, statistics: bool = False, quiet: bool = False, **_: Any) -> None:
@@ -42,10 +43,9 @@ def render(result: RunResult, out: TextIO, *, statistics: bool = False, quiet: b
         console.print(f"{escape(error.path)}: [bold red]error:[/] {escape(error.message)}")
     if statistics:
         _print_statistics(console, result.findings)
-    fixable = sum(finding.fix is not None for finding in result.findings)
     noun = "finding" if len(result.findings) == 1 else "findings"
     console.print(
-        f"{len(result.findings)} {noun} ({fixable} fixable) in {len(by_file)} files; "
+        f"{len(result.findings)} {noun}{_in_parentheses(fixable_counts(result.findings))} in {len(by_file)} files; "
         f"{result.files_in_scope} files in scope"
     )
     if result.prove is not None:
@@ -72,10 +72,15 @@ def _print_context(console: Console, lines: list[str], finding: Finding) -> None
 
 
 def _print_statistics(console: Console, findings: list[Finding]) -> None:
-    counts = Counter((finding.code, finding.name) for finding in findings)
-    fixable = Counter(finding.code for finding in findings if finding.fix is not None)
-    for (code, name), count in sorted(counts.items()):
-        console.print(f"{count:>6}  {code}  {name}  ({fixable[code]} fixable)")
+    by_rule: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+    for finding in findings:
+        by_rule[finding.code, finding.name].append(finding)
+    for (code, name), found in sorted(by_rule.items()):
+        console.print(f"{len(found):>6}  {code}  {name}{_in_parentheses(fixable_counts(found), '  ')}")
+
+
+def _in_parentheses(text: str, before: str = " ") -> str:
+    return f"{before}({text})" if text else ""
 
 
 def _print_certificate(console: Console, certificate: Certificate) -> None:
