@@ -230,3 +230,20 @@ def test_a_run_from_a_crowded_folder_never_reads_outside_its_project(
 def _outside(listed: list[str], parent: Path, project: Path) -> list[str]:
     """The folders under `parent` listed outside `project` (kvlint lists its own package to key its caches)."""
     return [folder for folder in listed if folder.startswith(str(parent)) and not folder.startswith(str(project))]
+
+
+def test_the_language_server_and_kvlint_contract_read_the_project_of_their_folder(tmp_path: Path) -> None:
+    # Imported here: the workspace loads the rules' machinery, which only this test needs.
+    from kvlint.live.workspace import Workspace
+
+    new, old = _two_projects(tmp_path)
+    layers = new / "engine" / "layers"
+    layers.mkdir()
+    (new / "engine" / "backend.py").rename(layers / "backend.py")
+    sources = dict(Workspace(layers).contract.sources)
+    assert sources["write-loc-class"].startswith("learned from") and "memory_pool.py" in sources["write-loc-class"]
+    assert "memory_pool.py" not in str(Workspace(old / "engine").contract.sources)
+    with contextlib.chdir(tmp_path):
+        shown = {name: CliRunner().invoke(main, ["contract", name]).output for name in ("old", "new/engine/layers")}
+    assert "new/engine/mem_cache/memory_pool.py" in shown["new/engine/layers"]
+    assert "memory_pool.py" not in shown["old"]
