@@ -247,3 +247,24 @@ def test_the_language_server_and_kvlint_contract_read_the_project_of_their_folde
         shown = {name: CliRunner().invoke(main, ["contract", name]).output for name in ("old", "new/engine/layers")}
     assert "new/engine/mem_cache/memory_pool.py" in shown["new/engine/layers"]
     assert "memory_pool.py" not in shown["old"]
+
+
+def test_without_paths_the_working_directory_is_checked_within_its_project(tmp_path: Path) -> None:
+    new, _old = _two_projects(tmp_path)
+    layers = new / "engine" / "layers"
+    layers.mkdir()
+    (new / "engine" / "backend.py").rename(layers / "backend.py")
+    with contextlib.chdir(layers):
+        report = json.loads(CliRunner().invoke(main, ["check", "--no-cache", "--format", "json"]).stdout)
+    # Only the working directory is reported, with the write-loc class learned from the repository around it.
+    assert {finding["path"] for finding in report["findings"]} == {"backend.py"}
+    assert any(f["fix"] and f["fix"]["applicability"] == "safe" for f in report["findings"] if f["code"] == "KV101")
+
+
+def test_an_explicit_configuration_makes_its_folder_the_root(tmp_path: Path) -> None:
+    new, old = _two_projects(tmp_path)
+    (tmp_path / "shared.toml").write_text('ignore = ["KV301"]\n')
+    config = project_config([old / "engine"], tmp_path / "shared.toml")
+    assert config.root == tmp_path and config.context == (tmp_path,)
+    options = ("--no-cache", "--config", str(tmp_path / "shared.toml"))
+    assert "KV301" not in codes(check(new, old / "engine", options=options))

@@ -34,7 +34,9 @@ def project_config(paths: Sequence[Path], explicit: Optional[Path] = None) -> Co
     if explicit is not None:
         return load_config(explicit)
     given = [Path(os.path.abspath(path)) for path in paths] or [Path.cwd()]
-    found = {_project_of(path) for path in given}
+    folders = {path if path.is_dir() else path.parent for path in given}
+    # Each folder once: a hook's file list shares a few, and the search upward reads each pyproject.toml it meets.
+    found = {_project_of(folder) for folder in folders}
     if len(found) > 1:
         roots = sorted(str(root) if root is not None else "(no project)" for _file, root in found)
         raise ConfigError(f"paths belong to different projects ({roots[0]} and {roots[1]}); check each on its own")
@@ -44,13 +46,11 @@ def project_config(paths: Sequence[Path], explicit: Optional[Path] = None) -> Co
     if root is not None:
         return replace(Config(), project_root=root)
     # No marker bounds the tree: its context is the paths as given, its cache beside them.
-    folders = [path if path.is_dir() else path.parent for path in given]
     return replace(Config(), project_root=Path(os.path.commonpath(folders)), project_paths=tuple(given))
 
 
-def _project_of(path: Path) -> tuple[Optional[Path], Optional[Path]]:
-    """The configuration file governing `path` and the project root, (None, None) when nothing marks one."""
-    start = path if path.is_dir() else path.parent
+def _project_of(start: Path) -> tuple[Optional[Path], Optional[Path]]:
+    """The configuration file governing the folder `start` and the project root, (None, None) when nothing marks one."""
     config_file = find_config_file(start)
     if config_file is not None:
         return config_file, config_file.parent
