@@ -44,16 +44,33 @@ class Config:
     prove: bool = False
     # The file the values came from, or None for built-in defaults.
     path: Optional[Path] = None
+    # Where no file governs, the project's folder as `kvlint.api.project` found it from the paths.
+    project_root: Optional[Path] = None
+    # Where nothing marks a project, the paths given: they alone are the run's context.
+    project_paths: Optional[tuple[Path, ...]] = None
 
     @property
     def root(self) -> Path:
-        """The directory relative paths in the config are resolved against."""
-        return self.path.parent if self.path is not None else Path.cwd()
+        """The project's folder: relative paths in the config and the cache live under it."""
+        if self.path is not None:
+            return self.path.parent
+        return self.project_root if self.project_root is not None else Path.cwd()
 
     @property
     def include_paths(self) -> tuple[Path, ...]:
-        """The configured `include`, as paths under the root: what a run without paths checks."""
-        return tuple(self.root / include for include in self.include)
+        """What a run without paths checks: the configured `include` under the root, else the working directory."""
+        base = self.root if self.path is not None else Path.cwd()
+        return tuple(base / include for include in self.include)
+
+    @property
+    def context(self) -> tuple[Path, ...]:
+        """The files a run reads for facts (the contract, helpers, KV301, doors), reported or not:
+        the configured `include` under the root, else the whole project, else the paths given."""
+        if self.project_paths is not None:
+            return self.project_paths
+        if self.path is not None:
+            return self.include_paths
+        return (self.root,)
 
     def contract_value(self, key: str) -> Any:
         return dict(self.contract).get(key, AUTO)

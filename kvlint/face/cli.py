@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO, TypeVar
 import click
 
 from kvlint import DISTRIBUTION, __version__
-from kvlint.api.config import ConfigError, load_config
+from kvlint.api.config import ConfigError
+from kvlint.api.project import project_config
 from kvlint.api.types import Applicability
 from kvlint.face.baseline import read_baseline, without_baselined, write_baseline
 from kvlint.face.report_file import ReportFileError, atomic_report_file
@@ -156,7 +157,7 @@ def contract(paths: tuple[Path, ...], config_file: Optional[Path], no_cache: boo
         from kvlint.face.docs import contract_table
         from kvlint.running.engine import contract_in_force
 
-        click.echo(contract_table(contract_in_force(load_config(config_file), paths, cache=not no_cache)))
+        click.echo(contract_table(contract_in_force(project_config(paths, config_file), paths, cache=not no_cache)))
         return EXIT_CLEAN
 
     _guarded(show)
@@ -210,7 +211,7 @@ def _run(
 
         if verbose:
             _log_to_stderr(logging.DEBUG if verbose > 1 else logging.INFO)
-        config = load_config(config_file)
+        config = project_config(paths, config_file)
         callback = _progress_bar() if progress else None
         return run(config, RunOptions(paths=paths, **options), progress=callback, started=started)
     finally:
@@ -334,7 +335,7 @@ def _sarif_fixes(result: Any, kwargs: dict[str, Any]) -> Any:
         select=kwargs["select"], ignore=kwargs["ignore"] or (), strict_tbo=kwargs["strict_tbo"],
         report_unused_ignores=kwargs["report_unused_ignores"],
     )
-    return run_fixes(load_config(kwargs["config_file"]), options, result.contract, result.findings)
+    return run_fixes(project_config(kwargs["paths"], kwargs["config_file"]), options, result.contract, result.findings)
 
 
 def _fix(**kwargs: Any) -> int:

@@ -27,7 +27,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional
 
-from kvlint.api.config import Config, load_config
+from kvlint.api.config import Config
+from kvlint.api.project import project_config
 from kvlint.api.contract import Contract
 from kvlint.api.helpers import HelperFacts
 from kvlint.api.types import Applicability, FileOutcome, Finding, RunError
@@ -67,9 +68,9 @@ class Workspace:
 
     def __init__(self, root: Path, config: Optional[Config] = None) -> None:
         self.root = root.resolve()
-        self.config = config if config is not None else load_config(start=self.root)
+        self.config = config if config is not None else project_config([self.root])
         self.options = RunOptions()
-        scope = discover(self.config.include_paths, self.config.exclude, self.config.root)
+        scope = discover(self.config.context, self.config.exclude, self.config.root)
         sources: dict[Path, bytes] = {}
         for path in scope.files:
             try:
@@ -78,7 +79,7 @@ class Workspace:
                 continue
         file_digests = {path: digest(data) for path, data in sources.items()}
         # As `kvlint check` left it at the root, if it did; read, never written, like the result cache.
-        cache_at = cache_directory(self.config, self.config.include_paths)
+        cache_at = cache_directory(self.config)
         self.contract: Contract = contract_for(self.config, sources, cache_at, store=False, file_digests=file_digests)[0]
         # The saved bytes of the files in scope, by path as `kvlint check` run at the root shows them.
         shown = {path: display_path(scope.real[path], self.root) for path in sources}

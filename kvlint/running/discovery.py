@@ -71,12 +71,12 @@ def discover(paths: Sequence[Path], exclude: Sequence[str], exclude_root: Path) 
     return Scope(files, tuple(skipped), {path: found[path] for path in files})
 
 
-def tree_of(in_scope: Scope, include: Sequence[str], exclude: Sequence[str], root: Path) -> Scope:
-    """The whole tree a narrower run (`--changed`, the pre-commit hook's file list) is part of:
-    its own scope and the configured include. The project index and the contract read it all."""
-    # The include's own order first: project rules then meet facts in a whole-tree run's order.
+def tree_of(in_scope: Scope, context: Sequence[Path], exclude: Sequence[str], root: Path) -> Scope:
+    """The whole project a narrower run (`--changed`, the pre-commit hook's file list) is part of:
+    its own scope and the project's context. The project index and the contract read it all."""
+    # The context's own order first: project rules then meet facts in a whole-tree run's order.
     by_real = {in_scope.real[path]: path for path in in_scope.files}
-    included = discover([root / part for part in include], exclude, root)
+    included = discover(list(context), exclude, root)
     tree = [by_real.pop(included.real[path], path) for path in included.files]
     files = tuple(tree + list(by_real.values()))
     return Scope(files, (), {**included.real, **in_scope.real})
@@ -243,9 +243,10 @@ def _excluded(path: Path, patterns: Sequence[str], root: Path) -> bool:
     return False
 
 
-def only_changed(files: list[Path], real: Mapping[Path, Path], rev: str) -> list[Path]:
-    """`files` (`real`: each one's real path, as `discover` found it) that git says changed against `rev`."""
-    top = _git(["rev-parse", "--show-toplevel"], Path.cwd())
+def only_changed(files: list[Path], real: Mapping[Path, Path], rev: str, root: Path) -> list[Path]:
+    """`files` (`real`: each one's real path, as `discover` found it) that git says changed against `rev`
+    in the repository holding the project `root`."""
+    top = _git(["rev-parse", "--show-toplevel"], root)
     if top is None:
         raise ConfigError("--changed needs a git repository")
     root = Path(top.strip())
@@ -278,15 +279,22 @@ class Discovered:
 
 def discovered(config: Config, paths: Sequence[Path], changed: Optional[str], phases: Phases) -> Discovered:
     """The discover phase of a run: the files in scope, those to report on, and their context."""
-    scope = discover(paths or config.include_paths, config.exclude, config.root)
+    given = list(paths) or list(config.include_paths)
+    scope = discover(given, config.exclude, config.root)
     files = list(scope.files)
     if changed is not None:
-        files = only_changed(files, scope.real, changed)
-    # Under --changed, or with paths narrower than the configured include (the pre-commit hook),
-    # the rest of the tree is context: the contract, the helpers' facts and KV301's facts come
-    # from it as in a whole-tree run, but nothing is reported there.
-    whole = tree_of(scope, config.include, config.exclude, config.root) if changed or paths else None
+        files = only_changed(files, scope.real, changed, config.root)
+    # Under --changed, or with paths narrower than the project (the pre-commit hook), the rest of
+    # the project is context: the contract, the helpers' facts and KV301's facts come from it as in
+    # a whole-tree run, but nothing is reported there.
+    whole = None
+    if changed or paths or _absolute(given) != _absolute(config.context):
+        whole = tree_of(scope, config.context, config.exclude, config.root)
     phases.done("discover", "%d files in scope, %d paths skipped", len(files), len(scope.skipped))
     for skipped_path, reason in scope.skipped:
         log.debug("skipped %s: %s", skipped_path, reason)
     return Discovered(scope, files, whole)
+
+
+def _absolute(paths: Sequence[Path]) -> set[str]:
+    return {os.path.abspath(path) for path in paths}

@@ -30,7 +30,7 @@ from kvlint.api.types import Applicability, FileOutcome, Finding, RunError, fix_
 from kvlint.processes.collector import made_to_last
 from kvlint.processes.pool import map_shared
 from kvlint.running.decide import unused_ignores
-from kvlint.running.discovery import Discovered, discover, discovered, tree_of
+from kvlint.running.discovery import Discovered, discovered
 from kvlint.running.head_start import HeadStart, warm_up
 from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
@@ -101,7 +101,7 @@ def _run(
                     options.jobs, started)
     if early is not None:
         closing.callback(early.close)
-    cache_at = cache_directory(config, options.paths or config.include_paths) if options.cache else None
+    cache_at = cache_directory(config) if options.cache else None
     tree = read_tree(config, cache_at, found, stat_table, phases)
     contract = _learned_contract(config, cache_at, tree, phases)
     rules = _rules_in_force(config, options, contract, tree, cache_at, phases)
@@ -346,10 +346,10 @@ def _save(early: Optional[HeadStart], rules: _Rules, tree: ReadTree) -> None:
 def contract_in_force(config: Config, paths: Sequence[Path], cache: bool = True) -> Contract:
     """The contract `kvlint check PATHS` would use, learned (or taken from the contract cache)
     from the same files, without checking any: what `kvlint contract` prints."""
-    scope = discover(paths or config.include_paths, config.exclude, config.root)
-    tree = tree_of(scope, config.include, config.exclude, config.root) if paths else scope
+    found = discovered(config, paths, None, Phases())
+    tree = found.whole or found.scope
     sources, _errors = Reader(Path.cwd(), False, None).read(list(tree.files), tree.real)
-    return contract_for(config, sources, cache_directory(config, paths) if cache else None)[0]
+    return contract_for(config, sources, cache_directory(config) if cache else None)[0]
 
 
 def run_cache(config: Config, options: RunOptions, contract: Contract, cwd: Path, directory: Path) -> ResultCache:

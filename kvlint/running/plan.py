@@ -15,7 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from kvlint.api.config import Config, TboConfig, load_config
+from kvlint.api.config import Config, TboConfig
+from kvlint.api.project import project_config
 from kvlint.api.contract import Contract
 from kvlint.api.helpers import NO_HELPER_FACTS, HelperFacts
 from kvlint.api.triggers import Groups, Triggers, encode_groups, passes
@@ -194,14 +195,14 @@ def with_words(groups: Groups, words: tuple[bytes, ...]) -> Groups:
 def codemod_request(path: str, codes: tuple[str, ...]) -> CheckRequest:
     """What `kvlint fix` would apply to `path`, limited to `codes` (all when empty).
 
-    The configuration is the one `kvlint fix` would find from the working
-    directory: its `select`, `ignore` and `per-file-ignores` apply, and its
-    contract is learned from its configured `include`.
+    The configuration is the one `kvlint fix path` would find (the project `path`
+    belongs to): its `select`, `ignore` and `per-file-ignores` apply, and its
+    contract is learned from the project's context.
     """
     # As in `make_plan`: the registry loads the rules and LibCST.
     from kvlint.running.registry import all_codes
 
-    config = load_config(start=Path.cwd())
+    config = project_config([Path(path)])
     selected = set(select_codes(all_codes(), config.select, config.ignore))
     if codes:
         selected &= set(codes)
@@ -217,7 +218,7 @@ def codemod_request(path: str, codes: tuple[str, ...]) -> CheckRequest:
 @lru_cache(maxsize=4)
 def _learned_contract(config: Config, cwd: str) -> Contract:
     """The contract `kvlint check` would learn here, once per process (LibCST runs one per worker)."""
-    scope = discover(config.include_paths, config.exclude, config.root)
+    scope = discover(config.context, config.exclude, config.root)
     sources: dict[Path, bytes] = {}
     for file in scope.files:
         try:
