@@ -158,7 +158,7 @@ def _sources(root: Path) -> dict[Path, bytes]:
 
 def _learned(config: Config, tree: Path) -> tuple[Contract, bool]:
     """The contract of `tree`, and whether the contract cache answered."""
-    return contract_for(config, _sources(tree), cache_directory(config, [tree]))
+    return contract_for(config, _sources(tree), cache_directory(config))
 
 
 def _refuse_learning(*_args: Any) -> NoReturn:
