@@ -292,10 +292,49 @@ def test_a_source_checkout_is_learned_again_when_its_files_change(
     assert '"id_space"  [engine sglang 0.5.22 at' in contract_lines()["mark"]
 
 
+def test_without_an_engine_messages_say_what_kvlint_assumed_and_how_to_tell_it(project: Path) -> None:
+    findings = by_code(check("--no-cache"))
+    for finding in findings.values():
+        message = finding["message"]
+        assert "has no `id_space=`" not in message and "(`id_space=...`)" not in message
+        assert "neither the scanned tree nor an installed `sglang` defines `KVWriteLoc`, so kvlint assumed the seed's " \
+               "`id_space` mark and `for_batch` factory (set `engine-path` under [tool.kvlint] to sglang's package " \
+               "folder, or pin `write-loc-module`, `mark`, `batch-mark` and `batch-factory`) in [tool.kvlint.contract]" \
+               in message
+        assert finding["fix"]["applicability"] == "unsafe"
+    assert findings["KV102"]["message"].startswith("`KVWriteLoc(...)` states no mark")
+    lines = contract_lines()
+    assert "[fallback, missing in the tree; no installed sglang found]" in lines["mark"]
+    assert lines["engine:"] == (
+        "engine: no installed sglang found; looked in kvlint's interpreter, no VIRTUAL_ENV, no .venv above the scanned files"
+    )
+
+
+def test_without_an_engine_either_spelling_of_the_mark_states_it(project: Path) -> None:
+    (project / "my_backend" / "attention.py").write_text(
+        "from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n\n"
+        "loc = KVWriteLoc(cache_loc, physical=True)\n"
+        "other = KVWriteLoc(cache_loc, id_space='kernel')\n"
+    )
+    assert check("--no-cache")["findings"] == []
+
+
+def test_an_unmarked_loc_of_unknown_origin_names_no_assumed_keyword(project: Path) -> None:
+    (project / "my_backend" / "attention.py").write_text(
+        "from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n\nloc = KVWriteLoc(ctx_cache_loc)\n"
+    )
+    (kv102,) = check("--no-cache")["findings"]
+    assert kv102["fix"] is None
+    assert kv102["message"].startswith(
+        "`KVWriteLoc(...)` states no mark, so the write loc is unmarked whatever its ids are; state the mark or "
+        "build it with a factory: neither the scanned tree nor an installed `sglang` defines `KVWriteLoc`"
+    )
+
+
 def test_an_engine_installed_after_a_run_is_found_by_the_next(
     project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert "[fallback, missing in the tree; no installed sglang found]" in contract_lines()["mark"]
+    assert by_code(check())["KV102"]["message"].startswith("`KVWriteLoc(...)` states no mark")
     install_engine(tmp_path / "site")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     assert_speaks_the_engines_words(check())

@@ -37,6 +37,9 @@ DEFAULT_KV_NAME_FALLBACK = r"^(k|v|kv|key|value)_cache(_raw)?$"
 # Host-side caches: their buffers are CPU pages, never views of the device pool.
 DEFAULT_HOST_CACHE_CLASSES: tuple[str, ...] = ("HostKVCache",)
 
+# The spellings of the mark keyword: the review thread's, and upstream SGLang's.
+MARK_SPELLINGS: tuple[str, ...] = ("id_space", "physical")
+
 # The paged-view helpers a tree may define, in the order fixes prefer them.
 PAGED_HELPERS: tuple[str, ...] = ("paged_view", "paged_row_view", "paged_kv_view")
 
