@@ -70,7 +70,11 @@ def test_tree_without_definitions_uses_the_seed_spelling(tree: Path) -> None:
     assert kvlint("fix", ".")[0] == 1
     assert (tree / "engine" / "backend.py").read_text() == BACKEND_BEFORE
     code, out = kvlint("check", ".")
-    assert "the fix is unsafe here: the scanned tree defines no `KVWriteLoc` (pin `write-loc-module`)" in out
+    assert (
+        "the fix is unsafe here: the scanned tree defines no `KVWriteLoc`, so kvlint assumed the seed's `id_space` "
+        "mark and `for_batch` factory (pin `write-loc-module`, `mark`, `batch-mark` and `batch-factory`) "
+        "in [tool.kvlint.contract]"
+    ) in out
     assert kvlint("fix", "--unsafe", ".")[0] == 0
     fixed = (tree / "engine" / "backend.py").read_text()
     assert fixed.startswith("from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n")

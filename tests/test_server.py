@@ -163,15 +163,19 @@ def apply(text: str, edits: list[types.TextEdit]) -> str:
 
 
 def test_diagnostics_quick_fixes_fix_all_hover_and_ignore(tmp_path: Path, monkeypatch: Any) -> None:
-    (tmp_path / "kvlint.toml").write_text(CONFIG)
-    (tmp_path / "backend.py").write_text(KV101_AND_KV201)
-    oracle = check_json(tmp_path, monkeypatch)
+    root = tmp_path / "workspace"
+    root.mkdir()
+    (root / "kvlint.toml").write_text(CONFIG)
+    (root / "backend.py").write_text(KV101_AND_KV201)
+    oracle = check_json(root, monkeypatch)
+    # Beside the workspace, not in it: the fixed copy imports the engine (`runtime_shim`), whose
+    # source the server's contract would then learn from, and the oracle's did not.
     fixed_by_cli = tmp_path / "fixed"
     fixed_by_cli.mkdir()
     (fixed_by_cli / "kvlint.toml").write_text(CONFIG)
     (fixed_by_cli / "backend.py").write_text(KV101_AND_KV201)
     CliRunner().invoke(main, ["fix", "--no-cache", str(fixed_by_cli / "backend.py")])
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(root)
 
     async def scenario(s: Session) -> None:
         s.open("backend.py")
@@ -221,7 +225,7 @@ def test_diagnostics_quick_fixes_fix_all_hover_and_ignore(tmp_path: Path, monkey
         await s.until(lambda: s.diagnostics[s.uri("backend.py")][-1].version == ignored_version, "suppressed")
         assert [d.code for d in s.diagnostics[s.uri("backend.py")][-1].diagnostics] == ["KV201"]
 
-    run_session(tmp_path, scenario)
+    run_session(root, scenario)
 
 
 HELPER_BASE = (

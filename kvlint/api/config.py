@@ -42,6 +42,9 @@ class Config:
     tbo: TboConfig = field(default_factory=TboConfig)
     # `prove = true`: every check runs as `kvlint check --prove`.
     prove: bool = False
+    # `engine-path`: the installed engine's package folder, as written (relative to `root`); "" for
+    # none. It wins over kvlint's own search (`kvlint.learn.installed_engine`).
+    engine_path: str = ""
     # The file the values came from, or None for built-in defaults.
     path: Optional[Path] = None
     # Where no file governs, the project's folder as `kvlint.api.project` found it from the paths.
@@ -72,11 +75,18 @@ class Config:
             return self.include_paths
         return (self.root,)
 
+    @property
+    def engine_folder(self) -> Path:
+        """`engine-path` resolved against the root."""
+        return (self.root / self.engine_path).resolve()
+
     def contract_value(self, key: str) -> Any:
         return dict(self.contract).get(key, AUTO)
 
 
-_TOP_KEYS = {"include", "exclude", "select", "ignore", "per-file-ignores", "cache-dir", "contract", "tbo", "prove"}
+_TOP_KEYS = {
+    "include", "exclude", "select", "ignore", "per-file-ignores", "cache-dir", "contract", "tbo", "prove", "engine-path",
+}
 _CONTRACT_STR_KEYS = {
     "write-loc-class",
     "mark",
@@ -154,6 +164,10 @@ def parse_config(table: Mapping[str, Any], path: Path) -> Config:
     _expect(cache_dir, str, "cache-dir", path)
     prove = table.get("prove", False)
     _expect(prove, bool, "prove", path)
+    engine_path = table.get("engine-path", "")
+    _expect(engine_path, str, "engine-path", path)
+    if engine_path:
+        _expect_package_folder(path.parent / engine_path, engine_path, path)
     return Config(
         include=tuple(_str_list(table.get("include", ["."]), "include", path)),
         exclude=tuple(_str_list(table.get("exclude", []), "exclude", path)),
@@ -170,6 +184,7 @@ def parse_config(table: Mapping[str, Any], path: Path) -> Config:
             strict=tbo_table.get("strict", False),
         ),
         prove=prove,
+        engine_path=engine_path,
         path=path,
     )
 
@@ -201,6 +216,15 @@ def _reject_unknown(table: Mapping[str, Any], known: set[str], path: Path, secti
 def _expect(value: Any, kind: type, key: str, path: Path) -> None:
     if not isinstance(value, kind):
         raise ConfigError(f"{path}: {key} must be a {kind.__name__}, not {type(value).__name__}")
+
+
+def _expect_package_folder(folder: Path, written: str, path: Path) -> None:
+    if not folder.is_dir():
+        raise ConfigError(f"{path}: engine-path {written!r} is not a folder")
+    if not folder.resolve().name.isidentifier():
+        raise ConfigError(
+            f"{path}: engine-path {written!r} must name the engine's package folder (e.g. .../site-packages/sglang)"
+        )
 
 
 def _str_list(value: Any, key: str, path: Path) -> list[str]:

@@ -37,11 +37,17 @@ DEFAULT_KV_NAME_FALLBACK = r"^(k|v|kv|key|value)_cache(_raw)?$"
 # Host-side caches: their buffers are CPU pages, never views of the device pool.
 DEFAULT_HOST_CACHE_CLASSES: tuple[str, ...] = ("HostKVCache",)
 
+# The spellings of the mark keyword: the review thread's, and upstream SGLang's.
+MARK_SPELLINGS: tuple[str, ...] = ("id_space", "physical")
+
 # The paged-view helpers a tree may define, in the order fixes prefer them.
 PAGED_HELPERS: tuple[str, ...] = ("paged_view", "paged_row_view", "paged_kv_view")
 
 # Annotations in a dataclass body that declare no field (`x: ClassVar[int] = 0`).
 NOT_FIELD_ANNOTATIONS = frozenset({"ClassVar", "InitVar", "KW_ONLY"})
+
+# How a source learned from the installed engine's files begins.
+ENGINE_SOURCE = "learned from engine "
 
 # Keywords a write door accepts its loc under, besides the positional slot.
 LOC_KEYWORDS: tuple[str, ...] = ("loc", "loc_info")
@@ -102,7 +108,15 @@ class Contract:
     # Contract keys whose API learning looked for in the scanned tree and did not find
     # (and the configuration does not pin): a fix calling that API is not safe there.
     missing: tuple[str, ...] = ()
-    # Where each value came from: "default", "config", or "learned from PATH:LINE".
+    # The engine package the tree imports without defining the write-loc class (`sglang`): its
+    # installed copy was looked for (`kvlint.learn.installed_engine`). "" where it was not.
+    engine_package: str = ""
+    # The installed copy read: "sglang 0.5.22 at /.../site-packages/sglang"; "" where none was found.
+    engine: str = ""
+    # How it was found, or where kvlint looked for it, for `kvlint contract`.
+    engine_search: str = field(default="", compare=False)
+    # Where each value came from: "default", "config", "learned from PATH:LINE", or
+    # "learned from engine PACKAGE/PATH:LINE" (the installed engine's source).
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @cached_property
@@ -117,13 +131,21 @@ class Contract:
         return dict(self.sources).get(key, "default")
 
     def origin(self, key: str) -> str:
-        """"found" (learned from the tree), "pinned" (configured) or "fallback" (the seed's spelling)."""
+        """"found" (learned from the tree), "engine" (learned from the installed engine), "pinned"
+        (configured) or "fallback" (the seed's spelling)."""
         source = self.source_of(key)
+        if source.startswith(ENGINE_SOURCE):
+            return "engine"
         if source.startswith("learned"):
             return "found"
         if source.startswith("config"):
             return "pinned"
         return "fallback"
+
+    @property
+    def engine_not_found(self) -> bool:
+        """The tree imports an engine kvlint looked for and could not find: its API is assumed."""
+        return bool(self.engine_package) and not self.engine
 
     def has(self, key: str) -> bool:
         """Whether the API behind `key` may be called: the tree defines it, the configuration

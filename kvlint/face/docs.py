@@ -78,13 +78,24 @@ def contract_table(contract: Contract) -> str:
     ]
     # Each door with why it is one: a proof is only as complete as its door set.
     lines += [f"  door {name}: {why}" for name, why in contract.door_reasons]
+    if contract.engine_package:
+        # Where the engine came from: pre-commit's environment, kvlint's or the project's may differ.
+        lines.append(f"engine: {contract.engine_search}")
     return "\n".join(lines)
 
 
 def _origin(contract: Contract, key: str) -> str:
-    """found (in the scanned tree), pinned (configured), or fallback; "fallback, missing in the tree"
-    where learning looked for the API and did not find it (a fix calling it is unsafe)."""
+    """found (in the scanned tree), engine NAME VERSION at FOLDER (in the installed engine), pinned
+    (configured), or fallback; "fallback, missing in the tree" where learning looked for the API and
+    did not find it (a fix calling it is unsafe), "... and no installed ENGINE found" where it looked
+    for the engine too."""
     origin = contract.origin(key)
+    if origin == "engine":
+        return f"engine {contract.engine}"
     if origin == "fallback" and key in contract.missing:
+        if contract.engine_not_found:
+            return f"fallback, missing in the tree; no installed {contract.engine_package} found"
+        if contract.engine:
+            return "fallback, missing in the tree and the engine"
         return "fallback, missing in the tree"
     return origin

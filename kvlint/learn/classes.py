@@ -12,10 +12,8 @@ import ast
 from dataclasses import dataclass
 from typing import Optional
 
-from kvlint.api.contract import NOT_FIELD_ANNOTATIONS, PAGED_HELPERS
+from kvlint.api.contract import MARK_SPELLINGS, NOT_FIELD_ANNOTATIONS, PAGED_HELPERS
 from kvlint.learn.tree import mark_predicate, parsed_tree
-
-MARK_FIELDS = ("id_space", "physical")
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ def write_loc_class(data: bytes, cls: str, batch_factory: str) -> Optional[Write
     fields = tuple(
         stmt.target.id for stmt in node.body if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
     )
-    mark = next((name for name in fields if name in MARK_FIELDS), None)
+    mark = next((name for name in fields if name in MARK_SPELLINGS), None)
     methods = {stmt.name for stmt in node.body if isinstance(stmt, ast.FunctionDef)}
     factory = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == batch_factory), None)
     return WriteLocClass(

@@ -17,6 +17,12 @@ What is learned, and from where:
 - `paged-helpers-module` and `Contract.paged_helpers`: the module that defines
   `paged_view` / `paged_row_view` / `paged_kv_view`, and which of them.
 
+A tree that imports the engine's package (`sglang`) without defining the write-loc class
+(a plugin, a downstream serving layer) learns all of the above from the installed engine's
+source too (`kvlint.learn.installed_engine`: located, never imported): its runtime package
+joins the scope after the tree's files, so the tree's own definitions come first, and each
+value learned there reads "learned from engine sglang/srt/PATH:LINE".
+
 Learning is cheap: a plain bytes test picks the few files that could define
 any of these, and only those are parsed, with the stdlib `ast` (learning needs
 names and line numbers, not LibCST's round-trip tree). Whatever is not found
@@ -57,9 +63,11 @@ from kvlint.processes.collector import collector_paused
 from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
 from kvlint.learn.doors import doors_by_mark, doors_by_name
 from kvlint.learn.gate import learn_mark_gate
+from kvlint.learn.installed_engine import Search, engine_package, locate_engine
 from kvlint.learn.scope import Asked, Scope
 from kvlint.learn.tree import (
     Learned as _Learned,
+    imports_package,
     learn_door_checks as _learn_door_checks,
     learn_import_spellings as _learn_import_spellings,
     learn_pool_classes as _learn_pool_classes,
@@ -70,7 +78,8 @@ ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
 def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
-    """The configured contract with its "auto" values learned from `sources`."""
+    """The configured contract with its "auto" values learned from `sources` (and the installed
+    engine's source, where the tree builds on one: `kvlint.learn.installed_engine`)."""
     with collector_paused():
         return _learn(config, sources)[0]
 
@@ -79,16 +88,17 @@ def learn_asking(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contrac
     """The contract `learn_contract` learns, and what learning asked of each file to learn it
     (what the contract cache keeps; a run without the cache does not digest it)."""
     with collector_paused():
-        contract, scope, learned = _learn(config, sources)
-        return contract, scope.asked(learned.pinned)
+        contract, scope, learned, search = _learn(config, sources)
+        return contract, scope.asked(learned.pinned, search.identity() if search is not None else "")
 
 
-def _learn(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Scope, _Learned]:
+def _learn(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Scope, _Learned, Optional[Search]]:
     # Called with the collector paused: learning parses hundreds of methods and some whole files, and
     # makes no cycles; with the collector on, sglang/srt took 1.8-2.0 s to learn, 1.45-1.5 s without.
     contract = configured_contract(config)
-    learned = _Learned()
     scope = Scope(sources)
+    search = _read_engine(config, contract, scope)
+    learned = _Learned(shown=scope.shown)
     if _auto(config, "mark", "batch-mark", "layer-factory", "write-loc-module"):
         _learn_write_loc(contract, scope, learned)
     if _auto(config, "batch-mark"):
@@ -110,8 +120,28 @@ def _learn(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Sco
         for key in _LOOKED_FOR
         if config.contract_value(key) == AUTO and key not in learned.values and not _pinned_elsewhere(config, key, learned)
     )
+    if search is not None:
+        changes.update(
+            engine_package=search.package,
+            engine=search.engine.describe() if search.engine is not None else "",
+            engine_search=search.describe(),
+        )
     learned_contract = replace(contract, **changes, missing=missing, sources=(*contract.sources, *found.items()))
-    return learned_contract, scope, learned
+    return learned_contract, scope, learned, search
+
+
+def _read_engine(config: Config, contract: Contract, scope: Scope) -> Optional[Search]:
+    """Where the tree imports the engine (or `engine-path` names it) without defining the write-loc
+    class, the installed engine's source joins the scope as context; what was looked for and found."""
+    if scope.first(write_loc_class, contract.write_loc_class, contract.batch_factory) is not None:
+        return None
+    package = engine_package(config, contract)
+    if not config.engine_path and scope.first(imports_package, package) is None:
+        return None
+    search = locate_engine(package, config, contract, scope.paths)
+    if search.engine is not None:
+        scope.add_context(search.engine.sources(), search.engine.shown)
+    return search
 
 
 def _pinned_elsewhere(config: Config, key: str, learned: _Learned) -> bool:
@@ -208,7 +238,7 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
     reasons = {} if mark and found else {name: "default" for name in doors}
     for door in found:
         doors[door.name] = door.index
-        reasons[door.name] = door.reason()
+        reasons[door.name] = door.reason(scope.shown(door.path))
         # Its line is in the reason.
         learned.pin(door.path, door.line)
     for name, index in contract.add_write_doors:

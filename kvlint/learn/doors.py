@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Iterator, Optional, Union
 
 from kvlint.api.contract import DEFAULT_WRITE_DOORS, LOC_KEYWORDS
-from kvlint.api.paths import display_path
 from kvlint.learn.memo import remembered
 from kvlint.learn.scope import Scope
 from kvlint.learn.tree import DOOR_DEF, parsed_tree
@@ -49,8 +48,9 @@ class Door:
     line: int
     why: str
 
-    def reason(self) -> str:
-        return f"{display_path(self.path, Path.cwd())}:{self.line}: {self.why}"
+    def reason(self, shown: str) -> str:
+        """Why it is a door, `shown` naming its file (`Scope.shown`)."""
+        return f"{shown}:{self.line}: {self.why}"
 
 
 def doors_by_mark(scope: Scope, write_loc_class: str, mark: str) -> list[Door]:

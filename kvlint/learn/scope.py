@@ -12,14 +12,21 @@ equality (`field(compare=False)`, such a field holds a line number or a tuple of
 learning's steps do not depend on them, only the sources it writes ("learned from PATH:LINE").
 A file whose lines reach the contract is pinned with the last line it names (`Asked.pinned`):
 in its answers, every line number up to that one must be as before.
+
+The installed engine's files, where the tree builds on one (`kvlint.learn.installed_engine`), are
+context: asked after the tree's, and never recorded in `Asked`, which keeps only the engine's
+identity; the contract cache compares that, and reads no file of the engine on a warm run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterator, Mapping, Optional
+
+from kvlint.api.paths import display_path
 
 # A module function of a file's bytes and the names after them.
 Question = tuple[Callable[..., Any], tuple[Hashable, ...]]
@@ -36,6 +43,9 @@ class Asked:
     stops: dict[Question, int]
     # Files whose lines learning wrote into the contract, and the last line it wrote of each.
     pinned: dict[int, int]
+    # The identity of the installed engine read as context (`InstalledEngine.identity`), or that
+    # it was looked for and not found; "" where learning did not look for one.
+    engine: str = ""
 
     def answers_as_before(self, number: int, data: bytes) -> bool:
         """Whether `data`, the new bytes of file `number`, answers every question asked of it as before."""
@@ -50,46 +60,79 @@ class Asked:
 
 
 class Scope:
-    """The files learning reads, sorted by path, asked only through `survey` and `first`."""
+    """The files learning reads, sorted by path, asked only through `survey` and `first`; then any
+    context (`add_context`: the installed engine's files), after the tree's."""
 
     def __init__(self, sources: Mapping[Path, bytes]) -> None:
         self._files = sorted(sources.items())
         self.paths = [path for path, _ in self._files]
+        # Files numbered below this are the tree's; `Asked` records only theirs.
+        self._tree = len(self._files)
+        self._shown: Callable[[Path], str] = lambda path: display_path(path, Path.cwd())
         self._answers: dict[Question, dict[int, Any]] = {}
         self._stops: dict[Question, int] = {}
+        # How many files, in order, each question has been asked of.
+        self._extent: dict[Question, int] = {}
+
+    def add_context(self, files: Mapping[Path, bytes], shown: Callable[[Path], str]) -> None:
+        """`files` read after the tree's (those the tree holds left out), shown as `shown` names them.
+        A question already asked goes on over them when asked again: `first` only where the tree
+        had no answer, so the tree's own definitions come first."""
+        tree = {os.path.abspath(path) for path in self.paths[: self._tree]}
+        added = sorted((path, data) for path, data in files.items() if os.path.abspath(path) not in tree)
+        self._files.extend(added)
+        self.paths.extend(path for path, _ in added)
+        context = {path for path, _ in added}
+        tree_shown = self._shown
+        self._shown = lambda path: shown(path) if path in context else tree_shown(path)
+
+    def shown(self, path: Path) -> str:
+        """A file as the contract's sources name it: relative to the working directory, or as its context names it."""
+        return self._shown(path)
 
     def survey(self, function: Callable[..., Any], *names: Hashable) -> dict[Path, Any]:
         """Every file's answer that is not None, in path order."""
         question: Question = (function, names)
-        if question not in self._answers or question in self._stops:
-            self._stops.pop(question, None)
-            self._answers[question] = dict(self._answered(question))
-        return {self.paths[number]: answer for number, answer in self._answers[question].items()}
+        found = self._answers.setdefault(question, {})
+        start = self._extent.get(question, 0)
+        if start < len(self._files):
+            found.update(self._answered(question, start))
+            self._extent[question] = len(self._files)
+        self._stops.pop(question, None)
+        return {self.paths[number]: answer for number, answer in found.items()}
 
     def first(self, function: Callable[..., Any], *names: Hashable) -> Optional[tuple[Path, Any]]:
         """The first file (in path order) with an answer, and its answer; the files after it are not asked."""
         question: Question = (function, names)
-        if question not in self._answers:
-            found = next(self._answered(question), None)
-            self._answers[question] = {} if found is None else dict([found])
-            if found is not None:
-                self._stops[question] = found[0]
-        number, answer = next(iter(self._answers[question].items()), (None, None))
+        found = self._answers.setdefault(question, {})
+        start = self._extent.get(question, 0)
+        if not found and start < len(self._files):
+            hit = next(self._answered(question, start), None)
+            self._extent[question] = len(self._files) if hit is None else hit[0] + 1
+            if hit is not None:
+                found[hit[0]] = hit[1]
+                self._stops[question] = hit[0]
+        # A survey's answers, or the one `first` found: either way the lowest number comes first.
+        number, answer = next(iter(found.items()), (None, None))
         return None if number is None else (self.paths[number], answer)
 
-    def asked(self, pinned: Mapping[Path, int]) -> Asked:
-        """What learning asked, `pinned` the files whose lines it wrote into the contract (with the last line)."""
-        lines = {number: pinned[path] for number, path in enumerate(self.paths) if path in pinned}
+    def asked(self, pinned: Mapping[Path, int], engine: str = "") -> Asked:
+        """What learning asked of the tree's files, `pinned` the files whose lines it wrote into the
+        contract (with the last line), `engine` the identity of the installed engine it read as context."""
+        tree = self._tree
+        lines = {number: pinned[path] for number, path in enumerate(self.paths[:tree]) if path in pinned}
         answers = {
-            question: {number: _fingerprint(answer, lines.get(number)) for number, answer in found.items()}
+            question: {number: _fingerprint(answer, lines.get(number)) for number, answer in found.items() if number < tree}
             for question, found in self._answers.items()
         }
-        return Asked(answers, dict(self._stops), lines)
+        # A question that found its answer in the context asked every file of the tree.
+        stops = {question: number for question, number in self._stops.items() if number < tree}
+        return Asked(answers, stops, lines, engine)
 
-    def _answered(self, question: Question) -> Iterator[tuple[int, Any]]:
+    def _answered(self, question: Question, start: int) -> Iterator[tuple[int, Any]]:
         function, names = question
-        for number, (_path, data) in enumerate(self._files):
-            answer = function(data, *names) or None
+        for number in range(start, len(self._files)):
+            answer = function(self._files[number][1], *names) or None
             if answer is not None:
                 yield number, answer
 

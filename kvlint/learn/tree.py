@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 from kvlint.api.config import Config
 from kvlint.api.contract import AUTO, Contract
@@ -30,10 +30,12 @@ class Learned:
     defining: dict[str, Path] = field(default_factory=dict)
     # The files whose lines the contract names, and the last line it names of each (`Asked.pinned`).
     pinned: dict[Path, int] = field(default_factory=dict)
+    # How a source names a file (`Scope.shown`: an engine file as `engine sglang/srt/...`).
+    shown: Callable[[Path], str] = field(default=lambda path: display_path(path, Path.cwd()))
 
     def set(self, key: str, value: object, path: Path, line: int) -> None:
         self.values[key] = value
-        self.sources[key] = f"learned from {display_path(path, Path.cwd())}:{line}"
+        self.sources[key] = f"learned from {self.shown(path)}:{line}"
         self.pin(path, line)
 
     def pin(self, path: Path, line: int) -> None:
@@ -126,6 +128,19 @@ def from_imports(data: bytes, needle: bytes) -> tuple[str, ...]:
     if needle not in data:
         return ()
     return tuple(match.group(1).decode("ascii", "replace") for match in at_line_starts(_FROM_IMPORT, data))
+
+
+def imports_package(data: bytes, package: str) -> bool:
+    """Whether a file imports `package` or a module of it (`from sglang.srt... import`, `import sglang`)."""
+    if package.encode() not in data:
+        return False
+    pattern = _package_import(package)
+    return next(at_line_starts(pattern, data), None) is not None
+
+
+@lru_cache(maxsize=8)
+def _package_import(package: str) -> re.Pattern[bytes]:
+    return re.compile(rb"(?:from|import)[ \t]+" + re.escape(package.encode()) + rb"(?![\w])")
 
 
 def _parts(path: Path) -> tuple[str, ...]:

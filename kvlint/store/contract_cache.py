@@ -14,6 +14,11 @@ well under a tenth of a second on sglang/srt; else learning runs again, and what
 each piece of a file it parsed (`kvlint.learn.memo`, by content) is reused, so only the
 edited file's pieces are parsed again.
 
+A contract learned with the installed engine's source as context (`kvlint.learn.installed_engine`)
+is kept with the engine's identity (its location, how it was found, its version): a run locates
+the engine again (a few stats and one directory listing) and keeps the contract while the same
+engine is found, reading none of its files; another engine, or none, learns again.
+
 The last few learnings (a whole tree, a subdirectory, or two states of a tree switched back and
 forth) sit in one file at the top of the result cache's directory (apart from the run keys'
 files, which the result cache prunes): the result cache's key holds the contract, so the
@@ -31,10 +36,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from kvlint.api.config import Config
+from kvlint.api.config import Config, configured_contract
 from kvlint.api.contract import Contract
 from kvlint.store.result_cache import dataclass_identity, digest, prepare_directory, run_key, write_atomically
 from kvlint.learn.contract import ROOT_MARKERS, learn_asking, learn_contract
+from kvlint.learn.installed_engine import engine_package, locate_engine
 from kvlint.learn.memo import recall, used
 from kvlint.learn.scope import Asked
 
@@ -72,8 +78,9 @@ def contract_for(
     )
     # What learning read of the pieces of a file is remembered: an edited file's unchanged methods are not parsed.
     recall(_load_readings(directory / READINGS_FILE))
+    engines = _EnginesNow(config, paths)
     for learning in candidates:
-        if _answers_as_before(learning, paths, sources, digests):
+        if engines.as_before(learning) and _answers_as_before(learning, paths, sources, digests):
             if store and learning.digests != digests:
                 _save(directory, replace(learning, digests=digests), known, replacing=learning)
             return learning.contract, True
@@ -102,6 +109,28 @@ def _answers_as_before(learning: _Learning, paths: list[Path], sources: Mapping[
         if learning.digests[span] != digests[span] and not learning.asked.answers_as_before(number, sources[path]):
             return False
     return True
+
+
+class _EnginesNow:
+    """The installed engine a learning read as context, located again (never read): a tree that
+    builds on the engine keeps its contract while the same engine, at the same version, is found
+    the same way."""
+
+    def __init__(self, config: Config, paths: list[Path]) -> None:
+        self._config = config
+        self._paths = paths
+        self._identity: Optional[str] = None
+
+    def as_before(self, learning: _Learning) -> bool:
+        engine = getattr(learning.asked, "engine", "")
+        if not engine:
+            return True
+        if self._identity is None:
+            # As learning looked for it: under the configured contract, the learned values not yet known.
+            configured = configured_contract(self._config)
+            package = engine_package(self._config, configured)
+            self._identity = locate_engine(package, self._config, configured, self._paths).identity()
+        return self._identity == engine
 
 
 def frame_key(config: Config, paths: list[Path]) -> bytes:

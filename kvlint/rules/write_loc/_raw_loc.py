@@ -4,7 +4,7 @@ the way the file already does."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import libcst as cst
@@ -13,7 +13,6 @@ from kvlint.api.contract import LOC_KEYWORDS, Contract
 from kvlint.analysis.dataflow import Definition, function_flow
 from kvlint.analysis.index import module_index
 from kvlint.api.rule import FileContext, Replacement
-from kvlint.api.types import Applicability
 
 # The loc a layer writes when it is a cross-attention layer; never translated,
 # so on its own it is not a batch's raw loc.
@@ -282,47 +281,3 @@ def with_commas(args: list[cst.Arg]) -> list[cst.Arg]:
     """`args` separated by ", ", the last without a trailing comma."""
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     return [arg.with_changes(comma=comma if i < len(args) - 1 else cst.MaybeSentinel.DEFAULT) for i, arg in enumerate(args)]
-
-
-def api_gaps(ctx: FileContext, *keys: str) -> list[str]:
-    """What a fix needing the APIs behind `keys` would call that the scanned tree lacks, one phrase each,
-    naming the contract key that pins it (empty: the tree has them all, or they are pinned)."""
-    contract = ctx.contract
-    cls = contract.write_loc_class
-    phrases = {
-        "write-loc-module": f"the scanned tree defines no `{cls}` (pin `write-loc-module`)",
-        "batch-factory": f"the tree's `{cls}` has no `{contract.batch_factory}` (pin `batch-factory`)",
-        "mark": f"the tree's `{cls}` has no mark field such as `physical` or `id_space` (pin `mark`)",
-        "batch-mark": f"the tree's batch class has no mark attribute (pin `batch-mark`)",
-    }
-    gaps = [phrases[key] for key in keys if not contract.has(key)]
-    if "write-loc-module" in keys and not contract.has("write-loc-module"):
-        # No class at all: the other gaps follow from it.
-        return gaps[:1]
-    return gaps
-
-
-def with_gaps(fix: Optional[Replacement], gaps: Sequence[str]) -> Optional[Replacement]:
-    """`fix` made unsafe where the tree lacks an API it calls."""
-    if fix is None or not gaps:
-        return fix
-    return replace(fix, applicability=Applicability.UNSAFE, description=f"{fix.description} (unsafe: {'; '.join(gaps)})")
-
-
-def gap_message(gaps: Sequence[str]) -> str:
-    if not gaps:
-        return ""
-    return f"; the fix is unsafe here: {'; '.join(gaps)} in [tool.kvlint.contract]"
-
-
-def lost_mark_phrase(ctx: FileContext) -> str:
-    """What a raw loc loses, in the tree's own words: its mark, and a door refusing it only where one does."""
-    contract = ctx.contract
-    if not contract.has("write-loc-module"):
-        return f"the scanned tree has no `{contract.write_loc_class}` yet, so no mark travels with the loc"
-    if not contract.has("mark"):
-        return f"this tree's `{contract.write_loc_class}` has no mark field yet, so no mark travels with the loc"
-    phrase = f"the batch's `{contract.mark}` mark is lost"
-    if contract.door_checks_mark:
-        phrase += ", and a write door that checks the mark refuses the loc"
-    return phrase

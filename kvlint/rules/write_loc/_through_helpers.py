@@ -24,6 +24,7 @@ from kvlint.analysis.index import ModuleIndex, callee_name
 from kvlint.api.helpers import HelperFact
 from kvlint.api.rule import FileContext, Replacement
 from kvlint.api.types import Applicability
+from kvlint.rules.write_loc._api_words import factory_named, the_mark
 from kvlint.rules.write_loc._raw_loc import factory_for, loc_argument, marked_call, raw_loc
 
 # (flagged node, message, fix)
@@ -64,7 +65,7 @@ def door_reports(ctx: FileContext, index: ModuleIndex) -> Iterator[Report]:
             where = fact.returns_raw
             message = (
                 f"`{door}` receives `{shown}`: the helper `{fact.helper}` {where.what} at {where.shown()}, "
-                f"the batch's raw loc, so the `{ctx.contract.mark}` mark is lost; {_no_fix_why(ctx, fact)}"
+                f"the batch's raw loc, so {the_mark(ctx.contract)} is lost; {_no_fix_why(ctx, fact)}"
             )
             yield arg.value, message, None
 
@@ -84,7 +85,7 @@ def return_reports(ctx: FileContext, index: ModuleIndex) -> Iterator[Report]:
                 continue
             message = (
                 f"`{fact.helper}` returns the batch's raw `{ctx.code_for(value)}`, and every caller in the tree "
-                f"passes it straight to a write door's loc: the `{ctx.contract.mark}` mark is lost there"
+                f"passes it straight to a write door's loc: {the_mark(ctx.contract)} is lost there"
             )
             yield value, message, _wrap(ctx, value, loc)
 
@@ -139,7 +140,7 @@ def _arguments(ctx: FileContext, call: cst.Call, function: Optional[cst.Function
         what = f"the batch's raw `{shown}`" if through is None else f"`{shown}` (which may return the batch's raw loc)"
         message = (
             f"`{callee_name(call)}` (`{fact.helper}`) receives {what} as `{param.param}`, which reaches "
-            f"{param.where.what} at {param.where.shown()} unmarked: the `{ctx.contract.mark}` mark is lost"
+            f"{param.where.what} at {param.where.shown()} unmarked: {the_mark(ctx.contract)} is lost"
         )
         fix = _wrap(ctx, arg.value, loc) if loc is not None else None
         if fix is not None and not param.only_doors:
@@ -164,12 +165,12 @@ def _wrap(ctx: FileContext, value: cst.BaseExpression, loc: object) -> Optional[
 
 
 def _no_fix_why(ctx: FileContext, fact: HelperFact) -> str:
-    cls, factory = ctx.contract.write_loc_class, ctx.contract.batch_factory
+    factory = factory_named(ctx.contract)
     if not fact.returns_only_raw_or_marked:
         return (f"no fix: `{fact.helper}` also returns other values, so mark each raw return there "
-                f"(`{cls}.{factory}(...)`) and check its other callers")
+                f"({factory}) and check its other callers")
     if fact.callers_only_doors:
         return (f"the fix is in the helper: `{fact.helper}` ({fact.defined.shown()}) returns "
-                f"`{cls}.{factory}(...)` instead, safe since every caller passes its result to a door")
-    return (f"no fix: return `{cls}.{factory}(...)` from `{fact.helper}` ({fact.defined.shown()}) once no caller "
+                f"{factory} instead, safe since every caller passes its result to a door")
+    return (f"no fix: return {factory} from `{fact.helper}` ({fact.defined.shown()}) once no caller "
             f"uses its result as a tensor (one does)")

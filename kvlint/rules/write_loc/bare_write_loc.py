@@ -10,12 +10,9 @@ import libcst as cst
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
 from kvlint.analysis.index import module_index
+from kvlint.rules.write_loc._api_words import api_gaps, gap_message, lost_mark_phrase, with_gaps
 from kvlint.rules.write_loc._raw_loc import (
     RawLoc,
-    api_gaps,
-    gap_message,
-    lost_mark_phrase,
-    with_gaps,
     factory_for,
     loc_argument,
     marked_call,
@@ -99,11 +96,13 @@ class BareWriteLoc(Rule):
     `mark`, `batch-mark`, `batch-factory` in `[tool.kvlint.contract]`.
 
     The fix is safe only where the scanned tree defines what it calls (the
-    write-loc class, its `for_batch`, its mark for a wrapped slice) or the
-    contract pins it; otherwise it is unsafe, and the message names the
-    missing API and the key that pins it. The message speaks the tree's
-    vocabulary: its mark's name, and a door that refuses an unmarked loc only
-    where one of the tree's write doors checks the mark.
+    write-loc class, its `for_batch`, its mark for a wrapped slice), or the
+    installed engine the tree imports does, or the contract pins it; otherwise
+    it is unsafe, and the message names the missing API and the key that pins
+    it. The message speaks the tree's (or its engine's) vocabulary: its mark's
+    name, and a door that refuses an unmarked loc only where one of the write
+    doors checks the mark. Where nothing states the write-loc class, the
+    message says which spelling kvlint assumed and how to tell it otherwise.
     """
 
     code = "KV101"

@@ -11,6 +11,7 @@ from kvlint.api.contract import LOC_KEYWORDS, Contract
 from kvlint.analysis.dataflow import function_flow
 from kvlint.api.rule import FileContext, Rule
 from kvlint.analysis.index import module_index
+from kvlint.rules.write_loc._api_words import mark_stated, mark_unnamed
 from kvlint.rules.write_loc._raw_loc import loc_argument
 from kvlint.api.types import Invalid, Severity, Valid
 from kvlint.analysis.ast_walk import Function
@@ -182,8 +183,8 @@ class DroppedMark(Rule):
             ctx.report(
                 arg.value,
                 f"`{door_method.name.value}` forwards `{ctx.code_for(arg.value)}`, taken out of the incoming "
-                f"`{incoming.name.value}`, to `{door}`: the mark is dropped; pass a write loc that carries it, "
-                f"e.g. `{ctx.contract.write_loc_class}(..., {ctx.contract.mark}={_incoming_mark(ctx, incoming.name.value)})`",
+                f"`{incoming.name.value}`, to `{door}`: the mark is dropped; pass a write loc that carries it"
+                + _example(ctx, incoming.name.value),
             )
 
 
@@ -216,6 +217,13 @@ def _may_be_unwrapped(loc: Optional[ast.expr], contract: Contract, names_may_be:
     if isinstance(loc, ast.Attribute):
         return loc.attr in contract.write_loc_fields
     return isinstance(loc, ast.Name) and names_may_be
+
+
+def _example(ctx: FileContext, incoming: str) -> str:
+    """How to carry the mark, by the stated keyword; where the keyword is only assumed, why none is named."""
+    if not mark_stated(ctx.contract):
+        return f" ({mark_unnamed(ctx.contract)})"
+    return f", e.g. `{ctx.contract.write_loc_class}(..., {ctx.contract.mark}={_incoming_mark(ctx, incoming)})`"
 
 
 def _incoming_mark(ctx: FileContext, incoming: str) -> str:

@@ -7,14 +7,12 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.api.contract import Contract
+from kvlint.api.contract import MARK_SPELLINGS, Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
 from kvlint.analysis.index import module_index
+from kvlint.rules.write_loc._api_words import api_gaps, gap_message, mark_stated, mark_unnamed, with_gaps
 from kvlint.rules.write_loc._raw_loc import (
     RawLoc,
-    api_gaps,
-    gap_message,
-    with_gaps,
     factory_for,
     keyword_argument,
     mark_argument,
@@ -57,9 +55,15 @@ class UnmarkedWriteLoc(Rule):
     batch loc gets `<mark>=fb.<batch mark>`. Any other loc has no fix: only its
     author knows which id space it is in, so the message asks for the mark.
 
+    Where neither the scanned tree, nor the installed engine it imports, nor
+    the configuration states the write-loc class, its mark keyword is not
+    known: either spelling states the mark, the fix is unsafe, and the message
+    says which spelling kvlint assumed and how to tell it otherwise.
+
     ## Options
     `write-loc-class`, `write-loc-module`, `mark`, `batch-mark`,
-    `batch-factory`, `layer-factory`, `loc-attributes` in `[tool.kvlint.contract]`.
+    `batch-factory`, `layer-factory`, `loc-attributes` in `[tool.kvlint.contract]`;
+    `engine-path` in `[tool.kvlint]` for a tree built on an installed engine.
     """
 
     code = "KV102"
@@ -164,38 +168,32 @@ class UnmarkedWriteLoc(Rule):
                     alias.asname for alias in unit.nodes().imports
                     if alias.asname and alias.name.rsplit(".", 1)[-1] == contract.write_loc_class
                 )
-        words = encoded(names)
+        words, marks = encoded(names), _mark_keywords(contract)
         return any(
-            all(keyword.arg not in (None, contract.mark) for keyword in call.keywords)
+            all(keyword.arg is not None and keyword.arg not in marks for keyword in call.keywords)
             for unit in units if unit.holds_any(words)
             for name in names for call in unit.nodes().calls.get(name, ())
         )
 
     def check(self, ctx: FileContext) -> None:
-        if not _has_mark_keyword(ctx.contract):
+        contract = ctx.contract
+        if not _has_mark_keyword(contract):
             return
         index = module_index(ctx)
-        names = {ctx.contract.write_loc_class}
+        names = {contract.write_loc_class}
         names.update(local for local, origin in index.imports.items() if origin.rsplit(".", 1)[-1] in names)
+        marks = _mark_keywords(contract)
         for site in index.calls(*sorted(names)):
             call = site.call
-            if any(arg.star == "**" or _keyword(arg) == ctx.contract.mark for arg in call.args):
+            if any(arg.star == "**" or _keyword(arg) in marks for arg in call.args):
                 continue
             value = _loc_value(call)
             loc = raw_loc(ctx, value, site.function) if value is not None else None
-            default = (
-                f"defaults to `{ctx.contract.mark}=False` whatever its ids are"
-                if ctx.contract.mark == "physical"
-                else "says the untranslated id space whatever its ids are"
-            )
-            message = f"`{ctx.code_for(call.func)}(...)` has no `{ctx.contract.mark}=`: the write loc {default}"
             fix = self._fix(ctx, call, loc) if loc is not None else None
-            if fix is None:
-                message += f"; state the mark (`{ctx.contract.mark}=...`) or build it with a factory"
             assert loc is not None or fix is None
             needs = ("mark", "batch-mark") if loc is not None and loc.form == "slice" else ("batch-factory",)
             gaps = api_gaps(ctx, *needs) if fix is not None else []
-            ctx.report(call, message + gap_message(gaps), with_gaps(fix, gaps))
+            ctx.report(call, _message(ctx, call, fix is not None) + gap_message(gaps), with_gaps(fix, gaps))
 
     def _fix(self, ctx: FileContext, call: cst.Call, loc: RawLoc) -> Optional[Replacement]:
         extra = _extra_as_keywords(call, ctx.contract.write_loc_fields)
@@ -219,6 +217,29 @@ class UnmarkedWriteLoc(Rule):
 def _has_mark_keyword(contract: Contract) -> bool:
     """False where the tree defines its write-loc class without a mark field: no keyword to leave out."""
     return contract.has("mark") or not contract.has("write-loc-module")
+
+
+def _mark_keywords(contract: Contract) -> tuple[str, ...]:
+    """The keywords that state the mark: the stated one, or either spelling where it is only assumed
+    (kvlint cannot tell which the engine takes, so it flags neither)."""
+    return (contract.mark,) if mark_stated(contract) else MARK_SPELLINGS
+
+
+def _message(ctx: FileContext, call: cst.Call, fixed: bool) -> str:
+    contract, shown = ctx.contract, ctx.code_for(call.func)
+    if not mark_stated(contract):
+        message = f"`{shown}(...)` states no mark, so the write loc is unmarked whatever its ids are"
+        # With a fix, its gaps say what kvlint assumed; without, this does.
+        return message if fixed else f"{message}; state the mark or build it with a factory: {mark_unnamed(contract)}"
+    default = (
+        f"defaults to `{contract.mark}=False` whatever its ids are"
+        if contract.mark == "physical"
+        else "says the untranslated id space whatever its ids are"
+    )
+    message = f"`{shown}(...)` has no `{contract.mark}=`: the write loc {default}"
+    if not fixed:
+        message += f"; state the mark (`{contract.mark}=...`) or build it with a factory"
+    return message
 
 
 def _keyword(arg: cst.Arg) -> Optional[str]:
