@@ -243,7 +243,16 @@ class TboFieldNotCopied(ProjectRule):
             placed = {timing_of: [(path, a) for path, a in tree.assignments(field.name) if timing.of(path, a) is timing_of]
                       for timing_of in Timing}
             before, unplaced, after = placed[Timing.BEFORE], placed[Timing.UNPLACED], placed[Timing.AFTER]
-            if before or unplaced:
+            sure = [(path, a) for path, a in before if a.never_none and timing.surely_before(path, a)]
+            if sure:
+                severity = Severity.ERROR
+                site_path, assignment = sure[0]
+                message = (
+                    f"{subject} is not copied by {where}, and {site_path}:{assignment.line} always gives it "
+                    f"a value that is never None (`{assignment.snippet}`) before the split: "
+                    "every TBO split raises in its completeness check"
+                )
+            elif before or unplaced:
                 site_path, assignment = (before or unplaced)[0]
                 value = f"a value (`{assignment.snippet}`)"
                 when = f"{value} before the split" if before else f"{value} that nothing shows to run after the split"
