@@ -48,7 +48,7 @@ def _statement(statement: ast.stmt, found: set[int], conditional: bool) -> None:
         _expression(statement.test, found)
         _block(statement.body, found, True)
         _block(statement.orelse, found, True)
-    elif isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+    elif isinstance(statement, (ast.Try, ast.TryStar)):
         _block(statement.body, found, False)
         for handler in statement.handlers:
             _mark(handler, found)

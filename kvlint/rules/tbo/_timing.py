@@ -9,8 +9,10 @@ calls that hand a batch on (`_calls`):
 * **The split.** The child builder, and going up, every function that calls
   one already known to split through a call whose callee is written down
   (`cls.filter_batch(...)`, `Preparer.prepare(...)`, `batch.prepare_...(...)`,
-  `self._prepare_...(...)`). In such a function the statements above the
-  first of those calls run before the split, those below it after.
+  `self._prepare_...(...)`, and a factory of the batch class that splits the
+  batch it builds, `Batch.init_new(...)`, though it is passed no batch). In
+  such a function the statements above the last of those calls may run
+  before a split, those below it run after.
 * **Before the split**: the batch class's own construction (its methods
   that build a batch, such as `init_new`) and, in the functions that split,
   the calls above the split, with every function they reach through callees
@@ -23,7 +25,14 @@ calls that hand a batch on (`_calls`):
 
 A function reached both ways counts as before. A write in a function neither
 way reaches (a worker that fills a batch and then runs it) is not shown to
-run after the split, so it still counts.
+run after the split, so it still counts, unless every constructor of the
+batch class splits the batch it builds: then whatever holds a batch got it
+split, except a function building its own (`Batch(...)`), which may hand it
+to a split elsewhere.
+
+`surely_before` tells a write that runs before every split on its way: one
+its function always runs (`_conditions`), in the batch class's construction
+or above the split in a function that splits, or in what those always call.
 """
 
 from __future__ import annotations
