@@ -201,3 +201,17 @@ def test_an_optional_field_given_a_value_that_may_be_none_stays_a_warning(value:
     finding = extra_finding(tree(init_extra=f", extra={value}"))
     assert finding is not None and finding.severity == "warning"
     assert f"gives it a value (`extra={value}`) before the split" in finding.message
+
+
+@pytest.mark.parametrize(
+    "before_split",
+    [
+        "        with runner.lock:\n            ret.extra = []\n",
+        "        try:\n            ret.extra = []\n        finally:\n            runner.release()\n",
+        "        if runner.bad:\n            raise ValueError(runner)\n        ret.extra = []\n",
+    ],
+    ids=["with", "try-body", "below-a-raise"],
+)
+def test_a_never_none_value_on_every_path_that_reaches_the_split_is_an_error(before_split: str) -> None:
+    finding = extra_finding(tree(before_split=before_split))
+    assert finding is not None and finding.severity == "error"
