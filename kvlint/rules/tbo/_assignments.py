@@ -23,9 +23,11 @@ from typing import Optional
 
 from kvlint.api.rule import one_line_code
 from kvlint.rules.tbo._calls import batch_call
+from kvlint.rules.tbo._conditions import conditional_nodes
 from kvlint.rules.tbo._facts import Assignment, Call, FunctionFact, FunctionKey
 from kvlint.rules.tbo._names import is_none, string_value, trailing_name
 from kvlint.rules.tbo._source import SourceText
+from kvlint.rules.tbo._values import never_none
 from kvlint.analysis.ast_walk import FUNCTIONS, SCOPES, Function, own_nodes
 
 SNIPPET_WIDTH = 60
@@ -62,6 +64,10 @@ class _AssignmentFinder:
         self.constructs: set[FunctionKey] = set()
         # Nodes met so far, in source order: where a write or call stands relative to another.
         self.order = 0
+        # The outermost function being scanned, and the ids of its nodes that need not run whenever
+        # it does (read on the first write or call kept: most functions scanned have none).
+        self.function_node: Optional[Function] = None
+        self.conditional: Optional[set[int]] = None
 
     def scan(
         self, scope: ast.AST, klass: Optional[str], batches: frozenset[str], function: Optional[FunctionKey], cut: bool = False
@@ -82,6 +88,7 @@ class _AssignmentFinder:
             if function is None:
                 function = (klass or "", scope.name)
                 self.calls[function] = []
+                self.function_node, self.conditional = scope, None
                 if own[0]:
                     # Registered even without batch parameters: `self` in the batch class holds one.
                     self.batch_params[function] = own[1]
@@ -105,8 +112,8 @@ class _AssignmentFinder:
         return self.batch_class in self.source.text[self.source.start(first) : self.source.end(function)]
 
     def _call(self, node: ast.Call, batches: frozenset[str], in_batch_class: bool, function: Optional[FunctionKey]) -> None:
-        if function is not None and batches:
-            call = batch_call(node, self.order, batches, self.imports)
+        if function is not None:
+            call = batch_call(node, self.order, batches, self.imports, self.batch_class, self._conditional)
             if call is not None:
                 self.calls[function].append(call)
         if self._constructs_batch(node, in_batch_class):
@@ -114,24 +121,34 @@ class _AssignmentFinder:
                 self.constructs.add(function)
             for keyword in node.keywords:
                 if keyword.arg is not None and not is_none(keyword.value):
-                    self._record(keyword.arg, keyword, _argument_code(self.source, node, keyword), function)
+                    code = _argument_code(self.source, node, keyword)
+                    self._record(keyword.arg, keyword, keyword.value, code, function)
         elif isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) == 3 and not node.keywords:
             receiver, name, value = node.args
             field = string_value(name)
             if _is_name_in(receiver, batches) and field is not None and not is_none(value):
                 if not _reads_own_field(value, receiver, field):
-                    self._record(field, node, self.source.code(node), function)
+                    self._record(field, node, value, self.source.code(node), function)
 
     def _attribute_write(
         self, statement: ast.stmt, target: ast.expr, value: ast.expr, batches: frozenset[str], function: Optional[FunctionKey]
     ) -> None:
         if isinstance(target, ast.Attribute) and _is_name_in(target.value, batches) and not is_none(value):
             if not _reads_own_field(value, target.value, target.attr):
-                self._record(target.attr, statement, self.source.code(statement), function)
+                self._record(target.attr, statement, value, self.source.code(statement), function)
 
-    def _record(self, field: str, node: ast.AST, code: str, function: Optional[FunctionKey]) -> None:
+    def _record(self, field: str, node: ast.AST, value: ast.expr, code: str, function: Optional[FunctionKey]) -> None:
         line: int = node.lineno  # type: ignore[attr-defined]
-        self.found.append(Assignment(field, line, one_line_code(code, SNIPPET_WIDTH), function, self.order))
+        snippet = one_line_code(code, SNIPPET_WIDTH)
+        conditional = self._conditional(node)
+        self.found.append(Assignment(field, line, snippet, function, self.order, never_none(value), conditional))
+
+    def _conditional(self, node: ast.AST) -> bool:
+        if self.function_node is None:
+            return False
+        if self.conditional is None:
+            self.conditional = conditional_nodes(self.function_node)
+        return id(node) in self.conditional
 
     def _constructs_batch(self, call: ast.Call, in_batch_class: bool) -> bool:
         """`Batch(...)`, `mod.Batch(...)`, or `cls(...)` inside the batch class."""

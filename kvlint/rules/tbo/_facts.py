@@ -93,6 +93,12 @@ class Assignment:
     function: Optional[FunctionKey] = None
     # Rank in the module's source order, comparable with a `Call`'s.
     order: int = 0
+    # The value can never be None (a literal, a display or comprehension, a class built, arithmetic,
+    # a torch tensor factory): a parent that ran this write carries a value (`_values`).
+    never_none: bool = False
+    # Under a branch, loop, handler or nested function, or below an early return: the write need
+    # not run whenever its function does (`_conditions`).
+    conditional: bool = False
 
 
 class CallKind(str, Enum):
@@ -112,7 +118,8 @@ class CallKind(str, Enum):
 
 @dataclass(frozen=True)
 class Call:
-    """A call that hands a batch on (as an argument or as the receiver)."""
+    """A call that hands a batch on (as an argument or as the receiver), or gets one back from
+    the batch class's factory (`Batch.init_new(...)`: a factory that splits splits its caller)."""
 
     # Rank in the module's source order (a line would cost generating the module's code).
     order: int
@@ -123,6 +130,8 @@ class Call:
     origin: Optional[str] = None
     # Where the batch is passed: positional indexes and keyword names.
     batch_args: tuple[int | str, ...] = ()
+    # As for an `Assignment`: the call need not run whenever its function does.
+    conditional: bool = False
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ calls that hand a batch on (`_calls`):
 * **The split.** The child builder, and going up, every function that calls
   one already known to split through a call whose callee is written down
   (`cls.filter_batch(...)`, `Preparer.prepare(...)`, `batch.prepare_...(...)`,
-  `self._prepare_...(...)`). In such a function the statements above the
-  first of those calls run before the split, those below it after.
+  `self._prepare_...(...)`, and a factory of the batch class that splits the
+  batch it builds, `Batch.init_new(...)`, though it is passed no batch). In
+  such a function the statements above the last of those calls may run
+  before a split, those below it run after.
 * **Before the split**: the batch class's own construction (its methods
   that build a batch, such as `init_new`) and, in the functions that split,
   the calls above the split, with every function they reach through callees
@@ -23,7 +25,14 @@ calls that hand a batch on (`_calls`):
 
 A function reached both ways counts as before. A write in a function neither
 way reaches (a worker that fills a batch and then runs it) is not shown to
-run after the split, so it still counts.
+run after the split, so it still counts, unless every constructor of the
+batch class splits the batch it builds: then whatever holds a batch got it
+split, except a function building its own (`Batch(...)`), which may hand it
+to a split elsewhere.
+
+`surely_before` tells a write that runs before every split on its way: one
+its function always runs (`_conditions`), in the batch class's construction
+or above the split in a function that splits, or in what those always call.
 """
 
 from __future__ import annotations
@@ -66,15 +75,17 @@ class SplitTiming:
                     self._subclasses.setdefault((base_path, base.name), []).append((path, klass))
         builder_path, builder_fact = builder
         builders = {node for node in self._by_name.get(builder_fact.function, ()) if node[0] == builder_path}
-        # Function -> source rank of its first call that leads to the split; the builder itself has none.
+        # Function -> source rank of its last call that leads to the split (what stands above it may run
+        # before a split: `if idle: prepare(b); return b` above the main path's own); the builder has none.
         self._split_at = self._splitting(builders)
         for node in builders:
             self._split_at.pop(node, None)
         splitting = set(self._split_at) | builders
-        before_roots: set[Node] = {
+        constructors = {
             node for node, function in self._functions.items()
             if function.constructs and node[1] == batch[1].name and node[0] == batch[0]
         }
+        before_roots = set(constructors)
         after_roots: set[Node] = set()
         for node, split_at in self._split_at.items():
             for call in self._functions[node].calls:
@@ -84,6 +95,9 @@ class SplitTiming:
                     after_roots |= self._callees(node, call, dynamic=True)
         self._before = self._reach(before_roots - splitting, splitting, dynamic=False)
         self._after = self._reach(after_roots - splitting, splitting, dynamic=True)
+        # Every way the batch class builds a batch splits it: whatever else holds a batch got it split.
+        self._built_split = bool(constructors) and constructors <= splitting
+        self._surely_before = self._reach(self._sure_roots(constructors) - splitting, splitting, False, unconditional=True)
 
     def of(self, path: str, assignment: Assignment) -> Timing:
         if assignment.function is None:
@@ -96,7 +110,33 @@ class SplitTiming:
             return Timing.BEFORE
         if node in self._after:
             return Timing.AFTER
+        function = self._functions.get(node)
+        if self._built_split and not (function is not None and function.constructs):
+            # A function that builds its own batch (`Batch(...)`) may hand it to a split elsewhere.
+            return Timing.AFTER
         return Timing.UNPLACED
+
+    def surely_before(self, path: str, assignment: Assignment) -> bool:
+        """Does the write run before the split whenever the batch is split on its way: unconditionally,
+        in the batch class's construction or above the split in a function that splits, or in what
+        those call unconditionally (above the split)?"""
+        if assignment.function is None or assignment.conditional:
+            return False
+        node = (path, *assignment.function)
+        split_at = self._split_at.get(node)
+        if split_at is not None:
+            return assignment.order < split_at
+        return node in self._surely_before
+
+    def _sure_roots(self, constructors: set[Node]) -> set[Node]:
+        """What runs whenever a batch is built, or split, before the split: the constructors, and the
+        callees of the unconditional calls above the split in the functions that split."""
+        roots = set(constructors)
+        for node, split_at in self._split_at.items():
+            for call in self._functions[node].calls:
+                if call.order < split_at and not call.conditional:
+                    roots |= self._callees(node, call, dynamic=False)
+        return roots
 
     def _splitting(self, builders: set[Node]) -> dict[Node, int]:
         # Each call resolved once, then walked from the builders up to every function splitting through them.
@@ -111,21 +151,23 @@ class SplitTiming:
         todo = list(builders)
         while todo:
             for caller, order in callers.get(todo.pop(), ()):
-                if order < split_at.get(caller, order + 1):
+                if order > split_at.get(caller, -1):
                     split_at[caller] = order
                 if caller not in known:
                     known.add(caller)
                     todo.append(caller)
         return split_at
 
-    def _reach(self, roots: set[Node], stop: set[Node], dynamic: bool) -> set[Node]:
-        """Every function reached from `roots`, not entering the functions that split (their
-        statements are placed by source order)."""
+    def _reach(self, roots: set[Node], stop: set[Node], dynamic: bool, unconditional: bool = False) -> set[Node]:
+        """Every function reached from `roots` (through calls that always run, if `unconditional`), not
+        entering the functions that split (their statements are placed by source order)."""
         seen = set(roots)
         todo = list(roots)
         while todo:
             node = todo.pop()
             for call in self._functions[node].calls:
+                if unconditional and call.conditional:
+                    continue
                 for callee in self._callees(node, call, dynamic) - seen - stop:
                     seen.add(callee)
                     todo.append(callee)

@@ -46,6 +46,17 @@ def draft(batch: ForwardBatch, info):
     batch.spec_info = info
 """
 
+PREPARE_FILE = "batch_overlap/prepare.py"
+
+
+def _prepare(before: str = "", after: str = "") -> str:
+    return (
+        "from batch_overlap.two_batch_overlap import filter_batch\n"
+        "from model_executor.forward_batch_info import ForwardBatch\n\n\n"
+        "def prepare(batch: ForwardBatch):\n"
+        f"{before}    children = [filter_batch(batch, start=0, end=1)]\n{after}    return children\n"
+    )
+
 
 def _builder(*copies: str) -> str:
     return (
@@ -71,9 +82,13 @@ class TboFieldNotCopied(ProjectRule):
     `d.update({"k": ...})`, `d.setdefault("k", ...)` and the dict's own
     literal, where `d` is whatever the builder returns as `ForwardBatch(**d)`.
 
-    A field whose default is not None (or that has no default) is an error. A
-    field whose default is None is a warning when something in the scanned
-    tree gives it a value (`batch.f = ...`, `setattr(batch, "f", ...)`,
+    A field whose default is not None (or that has no default) is an error. So
+    is an Optional field always given, before the split, a value that cannot
+    be None (a literal, a list/dict/set display or comprehension, a class
+    built, arithmetic, a `torch` tensor factory): unconditionally, in the batch
+    class's construction, above the split in a function that splits, or in
+    what those always call. A field whose default is None is otherwise a
+    warning when something in the scanned tree gives it a value (`batch.f = ...`, `setattr(batch, "f", ...)`,
     `ForwardBatch(f=...)`, the class's own `init_new`) that may run before the
     split; the message names such a place, one known to run before the split
     first. A write that only reshapes or passes on the field's own value
@@ -84,7 +99,9 @@ class TboFieldNotCopied(ProjectRule):
     annotated with the batch class, or `self` inside it). The functions that
     split are the child builder and, going up, every function calling one of
     them through a callee written down (`cls.m`, `self.m`, `batch.m`,
-    `Class.m`, an imported function). In those, statements above the call that
+    `Class.m`, an imported function), a factory of the batch class that
+    splits the batch it builds (`Batch.init_new(...)`) included, though its
+    callers pass it no batch. In those, statements above the last call that
     splits run before it and those below after it. Before the split also runs
     the batch class's own construction (`init_new`) and everything the
     statements above the split call through written-down callees. After the
@@ -94,8 +111,10 @@ class TboFieldNotCopied(ProjectRule):
     taking a batch): the model forward and attention-metadata building. A
     function reached both ways counts as before; a write no way reaches (a
     worker filling a batch before it runs the model) counts, since nothing
-    shows it runs after the split. A field whose every write runs after the
-    split is silent.
+    shows it runs after the split, unless every constructor of the batch class
+    splits the batch it builds (then whatever holds a batch got it split; a
+    function building its own with `Batch(...)` still counts). A field whose
+    every write runs after the split is silent.
 
     ## Why is this bad?
     The builder ends with a completeness check: for every field of the batch,
@@ -156,6 +175,10 @@ class TboFieldNotCopied(ProjectRule):
         # An Optional field nothing gives a value is None in every parent: silent unless strict.
         ProjectValid({BATCH_FILE: _BATCH, BUILDER_FILE: _builder(_COPY_MARK)}),
         ProjectValid({BATCH_FILE: _BATCH, BUILDER_FILE: _builder(_COPY_MARK, _SET_SPEC), DRAFT_FILE: _DRAFT}),
+        # Given a value only once the batch is split: no parent carries it.
+        ProjectValid(
+            {BATCH_FILE: _BATCH, BUILDER_FILE: _builder(_COPY_MARK), PREPARE_FILE: _prepare(after="    batch.spec_info = []\n")}
+        ),
     ]
     INVALID = [
         # The seed's bug: a field with a non-None default is not copied.
@@ -173,6 +196,11 @@ class TboFieldNotCopied(ProjectRule):
             {BATCH_FILE: _BATCH, BUILDER_FILE: _builder(_COPY_MARK)},
             expected=((BATCH_FILE, 11, "warning"),),
             options={"strict": True},
+        ),
+        # Always given a value that is never None before the split: every split raises.
+        ProjectInvalid(
+            {BATCH_FILE: _BATCH, BUILDER_FILE: _builder(_COPY_MARK), PREPARE_FILE: _prepare(before="    batch.spec_info = []\n")},
+            expected=((BATCH_FILE, 11, "error"),),
         ),
     ]
 
@@ -243,7 +271,16 @@ class TboFieldNotCopied(ProjectRule):
             placed = {timing_of: [(path, a) for path, a in tree.assignments(field.name) if timing.of(path, a) is timing_of]
                       for timing_of in Timing}
             before, unplaced, after = placed[Timing.BEFORE], placed[Timing.UNPLACED], placed[Timing.AFTER]
-            if before or unplaced:
+            sure = [(path, a) for path, a in before if a.never_none and timing.surely_before(path, a)]
+            if sure:
+                severity = Severity.ERROR
+                site_path, assignment = sure[0]
+                message = (
+                    f"{subject} is not copied by {where}, and {site_path}:{assignment.line} always gives it "
+                    f"a value that is never None (`{assignment.snippet}`) before the split: "
+                    "every TBO split raises in its completeness check"
+                )
+            elif before or unplaced:
                 site_path, assignment = (before or unplaced)[0]
                 value = f"a value (`{assignment.snippet}`)"
                 when = f"{value} before the split" if before else f"{value} that nothing shows to run after the split"
