@@ -220,7 +220,7 @@ class _Finder:
         }
         marked: dict[str, None] = {}
         for node in ast.walk(function):
-            name: Optional[str] = None
+            handed: Optional[str] = None
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                     if (
@@ -229,11 +229,11 @@ class _Finder:
                     ):
                         marked[target.value.id] = None
             elif isinstance(node, ast.Call):
-                name = _setattr_mark(node, self.batch_mark, params)
-                if name is None:
-                    name = self._handed_to_known(node, params, _Receivers(klass, returns, annotated))
-            if name is not None:
-                marked[name] = None
+                handed = _setattr_mark(node, self.batch_mark, params)
+                if handed is None:
+                    handed = self._handed_to_known(node, params, _Receivers(klass, returns, annotated))
+            if handed is not None:
+                marked[handed] = None
         bound = positional[1:] if klass and positional and positional[0] in ("self", "cls") else positional
         defaults = len(arguments.defaults)
         for name in marked:

@@ -26,16 +26,13 @@ stored is not followed further.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Optional
 
 import libcst as cst
 
 from kvlint.analysis.index import trailing_name
 from kvlint.analysis.walk import code_children
 from kvlint.api.contract import Contract
-
-_Scope = Union[cst.FunctionDef, cst.Lambda]
-
 
 def is_forward(name: str) -> bool:
     """A callee KV105 takes for a forward when handed a batch; not a context manager named after one
@@ -132,7 +129,7 @@ class BatchWalk:
         for child in code_children(node):
             self._visit(child, nested)
 
-    def _nested(self, scope: _Scope) -> None:
+    def _nested(self, scope: cst.FunctionDef | cst.Lambda) -> None:
         """A function defined in the builder: walked where it stands, unless it rebinds a followed name
         (its own local then, not the batch)."""
         if not self.started or not self.names or self.names & _locals(scope):
@@ -198,7 +195,7 @@ class BatchWalk:
         return any(self._holds_batch(child) for child in code_children(expr))
 
 
-def _locals(scope: _Scope) -> set[str]:
+def _locals(scope: cst.FunctionDef | cst.Lambda) -> set[str]:
     """The names a nested function binds itself: its parameters and its assignment targets."""
     found = {param.name.value for param in _params(scope.params)}
     pending: list[cst.CSTNode] = [scope.body]
@@ -210,7 +207,7 @@ def _locals(scope: _Scope) -> set[str]:
         elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.NamedExpr)):
             targets.append(node.target)
         elif isinstance(node, cst.AsName):
-            targets.append(node.name)  # type: ignore[arg-type]
+            targets.append(node.name)
         for target in targets:
             found.update(name.value for name in _names(target))
         pending.extend(code_children(node))
