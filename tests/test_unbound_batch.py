@@ -126,6 +126,15 @@ def test_the_same_batch_bound_first_through_a_binding_method_of_another_file_is_
     assert findings(capture("plan.bind_replay(batch, reader, slots=rows.cache_slots)\nmodel.forward(ids, positions, batch)")) == []
 
 
+def test_a_projects_own_helper_calling_a_binding_method_on_an_unknown_receiver_binds() -> None:
+    """`bind_runner_slots` has one definition in the tree, so a call of it binds whatever its receiver."""
+    helper = "class Capture:\n    def bind_capture(self, batch):\n        self.translator.bind_runner_slots(batch)\n"
+    tree = {**TREE, "proj/helpers.py": helper}
+    contract = learn_contract(Config(), {Path(path): text.encode() for path, text in tree.items()})
+    assert "bind_capture" in contract.binding_methods
+    assert findings(capture("self.bind_capture(batch)\nmodel.forward(ids, positions, batch)"), tree) == []
+
+
 def test_bound_only_after_the_forward_is_reported() -> None:
     assert findings(capture("model.forward(ids, positions, batch)\nself.kv_index_translator.bind_runner_slots(batch)"))
 
