@@ -1,13 +1,14 @@
 """Real token-major KV pools, so every kvlint rule has a run-time demonstration.
 
 `layout` describes the entry, `paged` builds paged views that keep its
-strides, `write_loc` and `translate` carry the id-space mark from the batch to
-the pool, `pool` holds the pools with marked write doors, and `guard` raises
-on layout-sensitive ops at run time with the static rule's code, and
+strides, `batch` holds the id-space mark, `write_loc` and `translate` carry it
+from the batch to the pool, `pool` holds the pools with marked write doors, and
+`guard` raises on layout-sensitive ops at run time with the static rule's code, and
 `parity` checks that a kernel gives the same answer on a token-major pool as
 on a contiguous cache (`runtime_shim.parity`, imported on its own).
 """
 
+from runtime_shim.batch import ForwardBatch
 from runtime_shim.contiguous import ContiguousMHAPool, ContiguousMLAPool
 from runtime_shim.guard import IndexWidthHazard, KVLayoutError, UnmarkedWrite, kv_layout_guard
 from runtime_shim.layout import (
@@ -36,6 +37,7 @@ __all__ = [
     "ContiguousMLAPool",
     "DenseEntryLayout",
     "DensePart",
+    "ForwardBatch",
     "IndexWidthHazard",
     "KVIndexTranslator",
     "KVLayoutError",

@@ -51,6 +51,15 @@ class KVIndexTranslator:
     def translate(self, loc: torch.Tensor) -> torch.Tensor:
         return translate_loc(loc, self.page_table, self.page_size)
 
+    def bind_runner_slots(self, batch: Any) -> None:
+        """Mark a batch built over a runner's own slot buffer (a graph capture's) kernel-facing.
+
+        Those slots already index the pool; translating them as virtual ids
+        would map them through the page table a second time.
+        """
+        batch.out_cache_loc_virtual = None
+        batch.out_cache_loc_id_space = KERNEL
+
     def rebind_write_loc(self, batch: Any) -> None:
         """Translate ``batch.out_cache_loc`` in place and mark it kernel-facing.
 

@@ -192,7 +192,8 @@ def parse_config(table: Mapping[str, Any], path: Path) -> Config:
 def configured_contract(config: Config) -> Contract:
     """The contract with every explicitly configured value applied; "auto" keys keep their defaults."""
     explicit = {key: value for key, value in config.contract if value != AUTO}
-    contract = Contract().with_overrides(explicit)
+    contract = Contract(batch_class=config.tbo.batch_class, child_builder=config.tbo.child_builder)
+    contract = contract.with_overrides(explicit)
     return replace(contract, sources=tuple((key, f"config {config.path}") for key in explicit))
 
 

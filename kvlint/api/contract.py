@@ -105,6 +105,13 @@ class Contract:
     # Pool classes that, with every subclass in the tree, keep that gate off: their doors
     # take a bare loc by design, so `--prove` counts a call on `self`/`super()` there as exempt.
     ungated_classes: tuple[str, ...] = ()
+    # The batch class (`[tool.kvlint.tbo] batch-class`) and its two-batch-overlap child builder: KV105
+    # leaves the engine's own constructions of a batch (the class's methods, the builder) alone.
+    batch_class: str = "ForwardBatch"
+    child_builder: str = "filter_batch"
+    # Functions that set a batch's mark on one of their parameters, directly or through another
+    # (`KVLocPlan.bind`, `bind_replay`, `bind_runner_slots`): a call of one handed a batch binds it.
+    binding_methods: tuple[str, ...] = ()
     # Contract keys whose API learning looked for in the scanned tree and did not find
     # (and the configuration does not pin): a fix calling that API is not safe there.
     missing: tuple[str, ...] = ()

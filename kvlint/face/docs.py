@@ -65,6 +65,7 @@ def contract_table(contract: Contract) -> str:
         "pool-classes": list(contract.pool_classes),
         "host-cache-classes": list(contract.host_cache_classes),
         "page-split-paths": list(contract.page_split_paths),
+        "binding-methods": list(contract.binding_methods),
     }
     if contract.mark_gate:
         values["mark-gate"] = contract.mark_gate

@@ -16,6 +16,8 @@ What is learned, and from where:
   `remove-write-doors` adjust either; each door keeps why it is one.
 - `paged-helpers-module` and `Contract.paged_helpers`: the module that defines
   `paged_view` / `paged_row_view` / `paged_kv_view`, and which of them.
+- `binding-methods`: the functions that set the batch mark on a parameter,
+  directly or through one another (`kvlint.learn.binding`), for KV105.
 
 A tree that imports the engine's package (`sglang`) without defining the write-loc class
 (a plugin, a downstream serving layer) learns all of the above from the installed engine's
@@ -59,6 +61,7 @@ from typing import Any, Mapping, Optional
 
 from kvlint.api.config import Config, configured_contract
 from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contract
+from kvlint.learn.binding import learn_binding_methods
 from kvlint.processes.collector import collector_paused
 from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
 from kvlint.learn.doors import doors_by_mark, doors_by_name
@@ -104,6 +107,7 @@ def _learn(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Sco
     if _auto(config, "batch-mark"):
         _learn_batch_mark(contract, config, scope, learned)
     _learn_batch_fields(config, scope, learned)
+    learn_binding_methods(str(learned.values.get("batch-mark", contract.batch_mark)), scope, learned)
     if "write-doors" not in dict(config.contract):
         _learn_doors(contract, config, scope, learned)
     if _auto(config, "paged-helpers-module"):
@@ -168,7 +172,7 @@ def _keys_to_fill(config: Config) -> set[str]:
             if config.contract_value(key) == AUTO}
     # Learned alongside the values they belong to, never configured on their own.
     auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes",
-             "door-reasons", "mark-gate", "ungated-classes"}
+             "door-reasons", "mark-gate", "ungated-classes", "binding-methods"}
     if config.contract_value("write-loc-class") == AUTO:
         auto.add("write-loc-class")
     if "write-doors" not in dict(config.contract):

@@ -14,7 +14,9 @@ Names the snippets use (bound by the runner): ``pool``, ``layer`` (has
 ``out_cache_loc`` is kernel-facing and marked), ``k``, ``v`` (rows for
 ``forward_batch.out_cache_loc``), ``page_size``, ``H``, ``D``, ``torch``,
 ``KVWriteLoc``, ``unwrap_write_loc``, ``paged_view``, ``paged_kv_view``,
-``paged_row_view``.
+``paged_row_view``, ``ForwardBatch``, ``translator`` (the pool's
+`KVIndexTranslator`) and ``runner_slots`` (a runner's own slot buffer: the
+physical slots of ``forward_batch``'s tokens).
 """
 
 from __future__ import annotations
@@ -76,6 +78,25 @@ HAZARD_CASES: Tuple[HazardCase, ...] = (
             "    pool.set_kv_buffer(layer, loc_info, cache_k, cache_v)\n"
             "\n"
             "set_kv_buffer(layer, KVWriteLoc.for_batch(forward_batch), k, v)\n"
+        ),
+    ),
+    HazardCase(
+        "KV105",
+        "capture-batch-never-bound",
+        bad=(
+            "def forward(batch):\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc.for_batch(batch), k, v)\n"
+            "\n"
+            "capture_batch = ForwardBatch(out_cache_loc=runner_slots)\n"
+            "forward(capture_batch)\n"
+        ),
+        fixed=(
+            "def forward(batch):\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc.for_batch(batch), k, v)\n"
+            "\n"
+            "capture_batch = ForwardBatch(out_cache_loc=runner_slots)\n"
+            "translator.bind_runner_slots(capture_batch)\n"
+            "forward(capture_batch)\n"
         ),
     ),
     HazardCase(

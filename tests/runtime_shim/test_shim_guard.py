@@ -11,6 +11,7 @@ from shim_hazard_cases import HAZARD_CASES, HazardCase
 
 from runtime_shim import (
     ContiguousMHAPool,
+    ForwardBatch,
     KVIndexTranslator,
     KVLayoutError,
     KVWriteLoc,
@@ -36,9 +37,11 @@ def _ids(cases):
 def _namespace(pool: Any) -> Dict[str, Any]:
     batch = SimpleNamespace(out_cache_loc=torch.tensor([0, 5]), out_cache_loc_id_space="virtual",
                             encoder_out_cache_loc=torch.tensor([1]))
-    KVIndexTranslator(torch.tensor([3, 2, 1, 0]), PAGE_SIZE).rebind_write_loc(batch)
+    translator = KVIndexTranslator(torch.tensor([3, 2, 1, 0]), PAGE_SIZE)
+    translator.rebind_write_loc(batch)
     g = torch.Generator().manual_seed(0)
     return dict(
+        ForwardBatch=ForwardBatch, translator=translator, runner_slots=batch.out_cache_loc.clone(),
         pool=pool, layer=SimpleNamespace(layer_id=1, is_cross_attention=False),
         forward_batch=batch, k=torch.randn(2, H, D, generator=g).half(),
         v=torch.randn(2, H, D, generator=g).half(), page_size=PAGE_SIZE, H=H, D=D,
@@ -54,7 +57,7 @@ def _run(snippet: str, pool: Any) -> Dict[str, Any]:
 
 
 def test_table_covers_every_runtime_rule_and_ids_are_unique():
-    assert {c.code for c in HAZARD_CASES} == {"KV101", "KV102", "KV103", "KV201", "KV202", "KV203"}
+    assert {c.code for c in HAZARD_CASES} == {"KV101", "KV102", "KV103", "KV105", "KV201", "KV202", "KV203"}
     assert len({c.id for c in HAZARD_CASES}) == len(HAZARD_CASES)
 
 

@@ -9,21 +9,31 @@ fix, the source it writes runs on a strict token-major pool under
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 from shim_hazard_cases import HAZARD_CASES, HazardCase
 from test_shim_guard import GEOMETRY, _namespace
 
+import runtime_shim
+from kvlint.api.config import Config
 from kvlint.api.contract import Contract
+from kvlint.learn.contract import learn_contract
 from kvlint.running.registry import rule_by_code
 from kvlint.testing import fixed_source, run_source
 from runtime_shim import TokenMajorMHAPool, kv_layout_guard
 
-CONTRACT = Contract(write_loc_module="runtime_shim", paged_helpers_module="runtime_shim.paged")
-PARAMETERS = ("pool", "layer", "forward_batch", "k", "v", "page_size", "H", "D")
+SHIM = Path(runtime_shim.__file__).parent
+# The shim's own binding methods (`KVIndexTranslator.bind_runner_slots`, `rebind_write_loc`), learned from
+# its source as from an engine's tree.
+LEARNED = learn_contract(Config(), {path: path.read_bytes() for path in SHIM.glob("*.py")})
+CONTRACT = Contract(
+    write_loc_module="runtime_shim", paged_helpers_module="runtime_shim.paged", binding_methods=LEARNED.binding_methods
+)
+PARAMETERS = ("pool", "layer", "forward_batch", "k", "v", "page_size", "H", "D", "translator", "runner_slots")
 IMPORTS = (
     "import torch\n"
-    "from runtime_shim import KVWriteLoc, paged_kv_view, paged_row_view, paged_view\n"
+    "from runtime_shim import ForwardBatch, KVWriteLoc, paged_kv_view, paged_row_view, paged_view\n"
     "from runtime_shim.write_loc import unwrap_write_loc\n\n\n"
 )
 
@@ -79,3 +89,29 @@ def test_the_unfixed_snippet_fails_at_run_time(case: HazardCase) -> None:
         with kv_layout_guard(pool):
             program["step"](**{name: names[name] for name in PARAMETERS})
     assert case.code in str(raised.value) or "not marked" in str(raised.value)
+
+
+def test_the_shims_binding_methods_are_learned_from_its_source() -> None:
+    assert LEARNED.batch_mark == "out_cache_loc_id_space"
+    assert set(LEARNED.binding_methods) >= {"bind_runner_slots", "rebind_write_loc"}
+
+
+WRITE_CASES = [case for case in HAZARD_CASES if case.code.startswith("KV1")]
+
+
+@pytest.mark.parametrize("case", WRITE_CASES, ids=lambda case: case.id)
+def test_the_function_kvlint_flags_is_refused_by_a_unified_pool_and_the_one_it_leaves_alone_is_not(
+    case: HazardCase,
+) -> None:
+    """The very functions the static checks read, run: a fixless rule (KV103, KV105) too."""
+    for snippet, refused in ((case.bad, True), (case.fixed, False)):
+        program: dict = {}
+        exec(compile(as_function(snippet), "<snippet>", "exec"), program)
+        pool = TokenMajorMHAPool(**GEOMETRY)
+        names = _namespace(pool)
+        if refused:
+            with pytest.raises(AssertionError, match="not marked"):
+                program["step"](**{name: names[name] for name in PARAMETERS})
+        else:
+            program["step"](**{name: names[name] for name in PARAMETERS})
+            assert int(pool.raw.count_nonzero()) > 0
