@@ -48,7 +48,8 @@ import libcst as cst
 from kvlint.api.contract import DEFAULT_KV_NAME_FALLBACK, PAGED_HELPERS, Contract
 from kvlint.analysis.dataflow import Definition, function_flow
 from kvlint.analysis.index import callee_name, module_index, trailing_name
-from kvlint.rules.layout._view_shape import is_minus_one, is_page_split
+from kvlint.rules.layout._view_shape import Bound, is_minus_one, is_page_split, unbound
+from kvlint.rules.layout._aliases import bound_in
 from kvlint.rules.layout._kept import keeps_if_dtype_matches, kept_tensor, paged_helper
 from kvlint.api.rule import FileContext
 
@@ -159,7 +160,7 @@ class PagedKV:
         inner = self._expr(call.func.value, function, seen)
         if inner is None:
             return None
-        return viewed_layout(call.args, inner)
+        return viewed_layout(call.args, inner, bound_in(self._ctx, function))
 
     def _is_local(self, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> bool:
         """A local named like an accessor (`k_buffer = pool.get_key_buffer(i)`) is a tensor, not the
@@ -193,11 +194,11 @@ class PagedKV:
         return None
 
 
-def viewed_layout(args: Sequence[cst.Arg], inner: Layout) -> Layout:
-    """The layout of `x.view(*args)` for `x` of layout `inner`."""
+def viewed_layout(args: Sequence[cst.Arg], inner: Layout, bound: Bound = unbound) -> Layout:
+    """The layout of `x.view(*args)` for `x` of layout `inner` (`bound`: what local names in the shape stand for)."""
     if len(args) == 1 and _is_dtype(args[0]):
         return inner
-    if inner[0] == SLOTS and is_page_split(args):
+    if inner[0] == SLOTS and is_page_split(args, bound):
         trailing = args[2:]
         if any(arg.star for arg in trailing):
             return (PAGES, IN_PAGE, REST)

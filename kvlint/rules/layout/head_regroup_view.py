@@ -8,6 +8,7 @@ import libcst as cst
 
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Rule
+from kvlint.rules.layout._aliases import bound_in
 from kvlint.rules.layout._candidates import MayHoldLayoutFinding
 from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
 from kvlint.rules.layout._view_shape import REGROUP_WORDS, is_head_regroup
@@ -105,6 +106,12 @@ class HeadRegroupView(MayHoldLayoutFinding, Rule):
         Invalid("def f(v_cache, page_size, g, layer):\n    return v_cache.view(-1, page_size, layer.tp_v_head_num // g, layer.v_head_dim)\n"),
         # A factor merged into the page dim, heads split in two dims.
         Invalid("def f(pool, g, page_size):\n    return pool.get_value_buffer(0).view(-1, page_size * g, 2, 128)\n"),
+        # The page size through a local alias, the page count named as blocks.
+        Invalid(
+            "def f(self, pool, g, num_blocks):\n"
+            "    ps = self.page_size\n"
+            "    return pool.get_value_buffer(0).view(num_blocks, ps * g, 2, 128)\n"
+        ),
     ]
 
     @classmethod
@@ -115,7 +122,7 @@ class HeadRegroupView(MayHoldLayoutFinding, Rule):
         tracker = paged_kv(ctx)
         for site in module_index(ctx).calls("view"):
             call = site.call
-            if not isinstance(call.func, cst.Attribute) or not is_head_regroup(call.args):
+            if not isinstance(call.func, cst.Attribute) or not is_head_regroup(call.args, bound_in(ctx, site.function)):
                 continue
             tensor = call.func.value
             if not tracker.holds(tensor, site.function):

@@ -9,6 +9,7 @@ import libcst as cst
 
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
+from kvlint.rules.layout._aliases import bound_in
 from kvlint.rules.layout._candidates import MayHoldLayoutFinding
 from kvlint.rules.layout._paged_kv import SLOTS, paged_kv, paged_kv_trigger
 from kvlint.rules.layout._view_shape import PAGE_SIZE_WORDS, is_page_split
@@ -149,6 +150,14 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
         Valid("def f(k_cache, block):\n    return k_cache.view(-1, block, 8, 128)\n"),
         # The parameter name is not a KV cache name.
         Valid("def f(cache, page_size):\n    return cache.view(-1, page_size, 8, 128)\n"),
+        # A local bound to something other than a page size, or to a page size on one path only.
+        Valid(
+            "def f(self, pool, flag):\n"
+            "    k = pool.get_key_buffer(0)\n"
+            "    blk = self.block_len\n"
+            "    n = self.page_size if flag else self.chunk\n"
+            "    return k.view(-1, blk, 8, 128), k.view(-1, n, 8, 128)\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -236,6 +245,36 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
         ),
     ]
 
+    # The forms the forks use: the page size through a local alias, the page count named or computed.
+    INVALID += [
+        Invalid(
+            "def decode(self, pool, layer):\n"
+            "    ps = self.page_size\n"
+            "    k = pool.get_key_buffer(layer.layer_id)\n"
+            "    return k.view(-1, ps, layer.tp_k_head_num, layer.head_dim)\n",
+            expected_replacement="from runtime_shim.paged import paged_kv_view\n\n"
+            "def decode(self, pool, layer):\n"
+            "    ps = self.page_size\n"
+            "    k = pool.get_key_buffer(layer.layer_id)\n"
+            "    return paged_kv_view(k, ps, layer.tp_k_head_num, layer.head_dim)\n",
+            contract=_RUNTIME_SHIM,
+        ),
+        Invalid(
+            "def decode(self, pool, num_blocks):\n"
+            "    ps = self.page_size\n"
+            "    k_cache = pool.get_key_buffer(0)\n"
+            "    num_pages = k_cache.shape[0] // ps\n"
+            "    return k_cache.view(num_pages, ps, 8, 128), k_cache.view(num_blocks, self.page_size, 1024)\n",
+            expected_replacement="from runtime_shim.paged import paged_kv_view, paged_row_view\n\n"
+            "def decode(self, pool, num_blocks):\n"
+            "    ps = self.page_size\n"
+            "    k_cache = pool.get_key_buffer(0)\n"
+            "    num_pages = k_cache.shape[0] // ps\n"
+            "    return paged_kv_view(k_cache, ps, 8, 128), paged_row_view(k_cache, self.page_size)\n",
+            contract=_RUNTIME_SHIM,
+            expected_count=2,
+        ),
+    ]
     # Where dim 0 is not known to hold slots the finding stays, with no safe fix.
     INVALID += [
         # A parameter named like a cache (the fallback): its dims are not stated.
@@ -276,7 +315,7 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
         tracker = paged_kv(ctx)
         for site in module_index(ctx).calls("view"):
             call = site.call
-            if not isinstance(call.func, cst.Attribute) or not is_page_split(call.args):
+            if not isinstance(call.func, cst.Attribute) or not is_page_split(call.args, bound_in(ctx, site.function)):
                 continue
             tensor = call.func.value
             layout = tracker.layout(tensor, site.function)
