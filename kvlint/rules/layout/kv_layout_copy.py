@@ -69,9 +69,9 @@ class KvLayoutCopy(MayHoldLayoutFinding, Rule):
     `(pages, page_size, H, D)` view) is a view on a token-major pool and is
     silent; so is a reshape that keeps the tensor's last two dims as they are
     (`x.reshape(-1, 1, x.shape[-2], x.shape[-1])`). Where the code does not
-    say what dim 0 holds (a parameter named like a cache; a buffer in a
-    directory whose pools allocate page-split buffers), only `.contiguous()`
-    and a whole `.flatten()` are reported.
+    say what dim 0 holds (a parameter named like a cache; a buffer of a pool
+    that allocates page-split buffers, or may: its class unknown in a tree that
+    has such pools), only `.contiguous()` and a whole `.flatten()` are reported.
 
     Not pool views, never flagged: a host cache's buffers (`HostKVCache` and
     its subclasses, by class hierarchy across the tree, `host-cache-classes`)
@@ -112,7 +112,7 @@ class KvLayoutCopy(MayHoldLayoutFinding, Rule):
 
     ## Options
     `buffer-accessors`, `kv-name-fallback`, `pool-classes`, `host-cache-classes`
-    and `page-split-paths` in `[tool.kvlint.contract]`, e.g.
+    and `page-split-pools` in `[tool.kvlint.contract]`, e.g.
     `host-cache-classes = ["HostKVCache", "CpuPageCache"]` where a codebase
     spells its host caches differently (their subclasses are found in the
     tree), `pool-classes = [...]` to replace the learned list.
@@ -148,8 +148,11 @@ class KvLayoutCopy(MayHoldLayoutFinding, Rule):
         # first two dims may be the page merge, so it is not reported.
         Valid("def f(k_cache, loc):\n    return k_cache.flatten(0, 1)[loc]\n"),
         Valid(
-            "def f(self, i):\n    return self.swa_kv_pool.kv_buffer[i].flatten(0, 1)\n",
-            contract={"page-split-paths": "."},
+            "class Backend:\n"
+            "    swa_kv_pool: NPUPool\n\n"
+            "    def f(self, i):\n"
+            "        return self.swa_kv_pool.kv_buffer[i].flatten(0, 1)\n",
+            contract={"page-split-pools": "NPUPool"},
         ),
         # A host cache's pages (`HostKVCache` and its subclasses) are CPU copies, not pool views.
         Valid(
