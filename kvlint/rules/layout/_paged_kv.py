@@ -15,7 +15,9 @@ A value is paged KV when, inside one function, it comes from
 * a local whose reaching definition is one of the above (assignment, tuple
   unpacking, `for buf in self.k_buffer`), per `kvlint.analysis.dataflow`;
 * a parameter whose name matches the contract's `kv-name-fallback` pattern
-  (names alone are a weaker signal, so only parameters get it). Such a value
+  (names alone are a weaker signal, so only parameters get it), unless every
+  call of its function in the file passes a tensor the caller allocated
+  (`_own_allocation`: a model's own `register_buffer` cache). Such a value
   has the `NAMED_LAYOUT`: dims unknown, and paged KV by its name only. It does
   not survive `.to(...)`/`.type(...)`, which keep a pool view only when the
   dtype already matches (a name guess and a dtype guess together are no
@@ -54,6 +56,7 @@ from kvlint.analysis.dataflow import Definition, function_flow
 from kvlint.analysis.index import callee_name, module_index, trailing_name
 from kvlint.rules.layout._view_shape import Bound, is_minus_one, is_page_split, unbound
 from kvlint.rules.layout._aliases import bound_in
+from kvlint.rules.layout._own_allocation import fed_own_allocations
 from kvlint.rules.layout._pool_origin import EITHER, STRIDED, PoolOrigin, pool_origin
 from kvlint.rules.layout._kept import keeps_if_dtype_matches, kept_tensor, paged_helper
 from kvlint.api.rule import FileContext
@@ -184,7 +187,10 @@ class PagedKV:
             return None
         seen = seen | {key}
         if definition.kind == "param":
-            return NAMED_LAYOUT if self._ctx.contract.kv_name_pattern.match(definition.target.value) else None
+            name = definition.target.value
+            if not self._ctx.contract.kv_name_pattern.match(name) or fed_own_allocations(self._ctx, function, name):
+                return None
+            return NAMED_LAYOUT
         if definition.kind in ("assign", "walrus") and definition.value is not None:
             return self._expr(definition.value, function, seen)
         if definition.kind == "unpack" and definition.source is not None:
@@ -252,6 +258,13 @@ def viewed_layout(args: Sequence[cst.Arg], inner: Layout, bound: Bound = unbound
             return (PAGES, IN_PAGE, REST)
         return (PAGES, IN_PAGE, *([ROW] * len(trailing)))
     return unknown_like(inner)
+
+
+def by_name_only(layout: Layout, code: str) -> str:
+    """The clause a finding on a value paged KV by its name alone adds ("" for any other)."""
+    if layout[0] != NAMED:
+        return ""
+    return f"; `{code}` is taken for paged KV by its name alone (its origin is unknown)"
 
 
 def unknown_like(inner: Layout) -> Layout:

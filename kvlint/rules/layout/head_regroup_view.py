@@ -10,7 +10,7 @@ from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Rule
 from kvlint.rules.layout._aliases import bound_in
 from kvlint.rules.layout._candidates import MayHoldLayoutFinding
-from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
+from kvlint.rules.layout._paged_kv import by_name_only, paged_kv, paged_kv_trigger
 from kvlint.rules.layout._view_shape import REGROUP_WORDS, is_head_regroup
 from kvlint.analysis.index import module_index
 from kvlint.analysis.walk import code_children
@@ -125,7 +125,8 @@ class HeadRegroupView(MayHoldLayoutFinding, Rule):
             if not isinstance(call.func, cst.Attribute) or not is_head_regroup(call.args, bound_in(ctx, site.function)):
                 continue
             tensor = call.func.value
-            if not tracker.holds(tensor, site.function):
+            layout = tracker.layout(tensor, site.function)
+            if layout is None:
                 continue
             if ctx.source_of(tensor) in _asserted_contiguous(ctx, site.function):
                 continue
@@ -135,7 +136,7 @@ class HeadRegroupView(MayHoldLayoutFinding, Rule):
                 f"this `.view` regroups heads of paged KV `{name}` into pseudo-pages: it raises on a token-major "
                 f"(strided) view and no single stride can express it; state the exclusion, e.g. "
                 f'`assert {name}.is_contiguous(), f"head regroup needs a contiguous paged KV view; '
-                f'strides {{{name}.stride()}}"`',
+                f'strides {{{name}.stride()}}"`' + by_name_only(layout, name),
             )
 
 

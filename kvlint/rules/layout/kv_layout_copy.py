@@ -18,6 +18,7 @@ from kvlint.rules.layout._paged_kv import (
     ROW,
     SLOTS,
     Layout,
+    by_name_only,
     flatten_range,
     merges_pages,
     paged_kv,
@@ -169,6 +170,20 @@ class KvLayoutCopy(MayHoldLayoutFinding, Rule):
             "        return [self.k_buffer[i].flatten(0, 1), self.v_buffer[i].flatten(0, 1)]\n",
             contract={"pool-classes": "NPUPool"},
         ),
+        # A model's own cache, whatever its name: allocated by the code (`register_buffer`,
+        # `torch.zeros`), and a helper parameter every call in the file feeds one of them.
+        Valid(
+            "import torch\n\n"
+            "class Attention(nn.Module):\n"
+            "    def __init__(self):\n"
+            '        self.register_buffer("k_cache", torch.zeros(8, 4096, 4, 64))\n'
+            "        self.v_cache = torch.zeros(8, 4096, 4, 64)\n\n"
+            "    def forward(self, q, n):\n"
+            "        k_cache = self.k_cache[:, :n]\n"
+            "        return self._attend(q, k_cache, self.v_cache[:, :n]), self.k_cache[:, :n].contiguous()\n\n"
+            "    def _attend(self, q, k_cache, v_cache):\n"
+            "        return fused(q, k_cache.contiguous(), v_cache.contiguous())\n"
+        ),
         # `torch` shadowed by a parameter is not the torch module.
         Valid("import torch\n\ndef f(torch, k_cache):\n    return torch.reshape(k_cache, (-1,))\n"),
     ]
@@ -227,7 +242,7 @@ class KvLayoutCopy(MayHoldLayoutFinding, Rule):
                 f"`{copy}` on paged KV `{ctx.code_for(tensor)}` packs a copy: on a "
                 f"token-major pool it drops the entry stride and copies every row, and writes to the copy never "
                 f"reach the pool; keep the view (`paged_view`) or make the copy explicit, with a comment saying why"
-                + helper_origin(ctx, tensor, site.function),
+                + by_name_only(layout, ctx.code_for(tensor)) + helper_origin(ctx, tensor, site.function),
             )
         for use in helper_uses(ctx, (PACKS, MERGES_DIM0)):
             ctx.report(

@@ -12,7 +12,7 @@ from kvlint.api.rule import FileContext, Replacement, Rule
 from kvlint.rules.layout._aliases import bound_in
 from kvlint.rules.layout._candidates import MayHoldLayoutFinding
 from kvlint.rules.layout._paged_view_fix import paged_view_fix
-from kvlint.rules.layout._paged_kv import MAYBE_SLOTS, SLOTS, paged_kv, paged_kv_trigger
+from kvlint.rules.layout._paged_kv import MAYBE_SLOTS, SLOTS, by_name_only, paged_kv, paged_kv_trigger
 from kvlint.rules.layout._pool_origin import STRIDED, PoolOrigin
 from kvlint.rules.layout._view_shape import PAGE_SIZE_WORDS, is_page_split
 from kvlint.rules.layout._kept import helper_origin
@@ -367,7 +367,7 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
                 message += (
                     f"; no fix: kvlint cannot tell whether dim 0 of `{ctx.code_for(tensor)}` holds slots "
                     f"({_why_unknown(origin)}), and the helpers assume it does"
-                )
+                ) + by_name_only(layout, ctx.code_for(tensor))
             else:
                 fix = paged_view_fix(ctx, call, tensor)
                 if fix is not None and layout[0] == MAYBE_SLOTS and origin is not None:
