@@ -41,7 +41,7 @@ REGROUP_WORDS = ("head", "Head", "HEAD", "page_size", "PAGE_SIZE")
 
 # The one value a local name is bound to where the view is (None: a parameter, several
 # definitions, or not a local): how `ps = self.page_size` makes `ps` a page size.
-Bound = Callable[[cst.Name], Optional[cst.BaseExpression]]
+Bound = Callable[["cst.Name"], Optional["cst.BaseExpression"]]
 # How many aliases deep a name is followed (`ps = page_size = self.page_size`).
 _ALIAS_DEPTH = 4
 
