@@ -64,7 +64,7 @@ def contract_table(contract: Contract) -> str:
         "mark-predicate": contract.mark_predicate,
         "pool-classes": list(contract.pool_classes),
         "host-cache-classes": list(contract.host_cache_classes),
-        "page-split-paths": list(contract.page_split_paths),
+        "page-split-pools": list(contract.page_split_pools),
         "binding-methods": list(contract.binding_methods),
     }
     if contract.mark_gate:
