@@ -25,7 +25,6 @@ from typing import Callable, Iterator, Optional, Union
 
 import libcst as cst
 
-from kvlint.analysis.locate import locate
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext
 
@@ -192,7 +191,7 @@ class FileOrigins:
         assigned = False
         for node in _own_nodes(function):
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                targets: list[ast.expr] = list(node.targets) if isinstance(node, ast.Assign) else [node.target]
                 for value in _bound(name, targets, node.value):
                     assigned = True
                     yield value, function
@@ -281,6 +280,8 @@ def enclosing_function(tree: ast.Module, line: int, column: int) -> tuple[Option
 def call_site(ctx: FileContext, call: cst.Call) -> tuple[FileOrigins, Optional[_Function], Optional[ast.Call]]:
     """The file's origins, and the function and CPython call of the LibCST `call` (located only here:
     a KV102 site whose loc or second loc needs following)."""
+    # Imported here: `locate` loads LibCST's metadata package, which a worker defers until a file needs it.
+    from kvlint.analysis.locate import locate
     # The whole file: the checked module may be a skeleton without the functions a value comes from.
     # Its lines are the skeleton's, so a position in one is the same in the other.
     whole = ctx.analysis("whole-ast", lambda: ast.parse(ctx.whole_data if ctx.whole_data is not None else ctx.text()))
