@@ -69,6 +69,9 @@ class Contract:
     # Which of paged_view / paged_row_view / paged_kv_view the helpers module defines.
     paged_helpers: tuple[str, ...] = PAGED_HELPERS
     loc_attributes: tuple[str, ...] = ("out_cache_loc",)
+    # Batch attributes the write-loc class's own factories wrap without the mark: locs the engine
+    # leaves unmarked by design (`encoder_out_cache_loc`, which nothing translates). Learned only.
+    unmarked_loc_attributes: tuple[str, ...] = ()
     write_doors: tuple[tuple[str, int], ...] = tuple(DEFAULT_WRITE_DOORS.items())
     # Configured on top of the learned doors: name -> loc index added, names removed.
     add_write_doors: tuple[tuple[str, int], ...] = ()

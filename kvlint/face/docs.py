@@ -58,6 +58,7 @@ def contract_table(contract: Contract) -> str:
         "write-loc-module": contract.write_loc_module,
         "paged-helpers-module": contract.paged_helpers_module,
         "loc-attributes": list(contract.loc_attributes),
+        "unmarked-loc-attributes": list(contract.unmarked_loc_attributes),
         "write-doors": dict(contract.write_doors),
         "buffer-accessors": list(contract.buffer_accessors),
         "kv-name-fallback": contract.kv_name_fallback,

@@ -173,7 +173,8 @@ def _keys_to_fill(config: Config) -> set[str]:
             if config.contract_value(key) == AUTO}
     # Learned alongside the values they belong to, never configured on their own.
     auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes",
-             "door-reasons", "mark-gate", "ungated-classes", "binding-methods", "page-split-bases"}
+             "door-reasons", "mark-gate", "ungated-classes", "binding-methods", "page-split-bases",
+             "unmarked-loc-attributes"}
     if config.contract_value("write-loc-class") == AUTO:
         auto.add("write-loc-class")
     if "write-doors" not in dict(config.contract):
@@ -200,6 +201,8 @@ def _learn_write_loc(contract: Contract, scope: Scope, learned: _Learned) -> Non
         learned.set("batch-mark", attribute, path, line)
     if klass.predicate is not None:
         learned.set("mark-predicate", klass.predicate[0], path, klass.predicate[1])
+    if klass.unmarked_locs:
+        learned.set("unmarked-loc-attributes", tuple(a for a, _ in klass.unmarked_locs), path, klass.unmarked_locs[0][1])
 
 
 def _learn_batch_mark(contract: Contract, config: Config, scope: Scope, learned: _Learned) -> None:
