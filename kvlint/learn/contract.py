@@ -64,7 +64,8 @@ from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contra
 from kvlint.learn.binding import learn_binding_methods
 from kvlint.processes.collector import collector_paused
 from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
-from kvlint.learn.doors import doors_by_mark, doors_by_name
+from kvlint.learn.door_kinds import learn_door_kinds
+from kvlint.learn.doors import doors_by_mark, doors_by_name, mark_checks
 from kvlint.learn.gate import learn_mark_gate
 from kvlint.learn.installed_engine import Search, engine_package, locate_engine
 from kvlint.learn.scope import Asked, Scope
@@ -172,7 +173,7 @@ def _keys_to_fill(config: Config) -> set[str]:
             if config.contract_value(key) == AUTO}
     # Learned alongside the values they belong to, never configured on their own.
     auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes",
-             "door-reasons", "mark-gate", "ungated-classes", "binding-methods"}
+             "door-reasons", "door-kinds", "door-bases", "mark-gate", "ungated-classes", "binding-methods"}
     if config.contract_value("write-loc-class") == AUTO:
         auto.add("write-loc-class")
     if "write-doors" not in dict(config.contract):
@@ -253,6 +254,8 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
         reasons.pop(name, None)
     learned.values["door-reasons"] = tuple(reasons.items())
     learned.sources["door-reasons"] = "learned with write-doors"
+    if mark and found:
+        _learn_door_kinds(doors, cls, str(mark), scope, learned)
     if found:
         learned.set("write-doors", tuple(doors.items()), found[0].path, found[0].line)
         how = "what each pool does with its loc" if mark else "the set_..._kv_buffer name pattern"
@@ -260,6 +263,18 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
     elif contract.add_write_doors or contract.remove_write_doors:
         learned.values["write-doors"] = tuple(doors.items())
         learned.sources["write-doors"] = f"config {config.path}"
+
+
+def _learn_door_kinds(doors: Mapping[str, int], cls: str, mark: str, scope: Scope, learned: _Learned) -> None:
+    checks = {name for found in scope.survey(mark_checks, cls, mark).values() for name, _ in found}
+    fields: Any = learned.values.get("write-loc-fields", ())
+    kinds, bases, lines = learn_door_kinds(scope, doors, cls, mark, str(learned.values.get("mark-predicate", "")), sorted(checks),
+                                    tuple(fields))
+    learned.values["door-kinds"] = kinds
+    for path, line in lines:
+        learned.pin(path, line)
+    learned.values["door-bases"] = bases
+    learned.sources["door-kinds"] = learned.sources["door-bases"] = "learned with write-doors"
 
 
 def _learn_paged_helpers(scope: Scope, learned: _Learned) -> None:
