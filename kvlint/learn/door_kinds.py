@@ -229,7 +229,8 @@ class _Body:
 
     def definition(self, klass: str) -> _Definition:
         checked: Optional[str] = None
-        tensor: Optional[str] = None
+        # The first use of the loc as a tensor in the source, where it is and what it is.
+        tensor: Optional[tuple[int, int, str]] = None
         reads_mark = False
         forwards: list[_Forward] = []
         loc = f"`{self.param}`"
@@ -237,10 +238,10 @@ class _Body:
             if isinstance(node, ast.Attribute) and self._carried(node.value):
                 if node.attr == self.mark:
                     reads_mark, checked = True, checked or f"reads {loc}'s mark"
-                elif node.attr not in self.fields and tensor is None:
-                    tensor = f"uses {loc} as a tensor (`.{node.attr}`)"
-            elif isinstance(node, ast.Subscript) and tensor is None and any(self._carried(n) for n in ast.walk(node.slice)):
-                tensor = f"indexes `{_shown(node.value)}` with {loc}"
+                elif node.attr not in self.fields:
+                    tensor = _first(tensor, node, f"uses {loc} as a tensor (`.{node.attr}`)")
+            elif isinstance(node, ast.Subscript) and any(self._carried(n) for n in ast.walk(node.slice)):
+                tensor = _first(tensor, node, f"indexes `{_shown(node.value)}` with {loc}")
             elif isinstance(node, ast.Call) and self._passes(node):
                 callee = _trailing(node.func) or ""
                 if callee == "isinstance":
@@ -251,12 +252,12 @@ class _Body:
                     checked = checked or f"hands {loc} to the mark check `{callee}`"
                 elif callee in self.doors:
                     forwards.append(_forward(node.func, callee))
-                elif tensor is None:
-                    tensor = f"passes {loc} to `{callee or _shown(node.func)}`"
+                else:
+                    tensor = _first(tensor, node, f"passes {loc} to `{callee or _shown(node.func)}`")
         if checked is not None:
             own, evidence = WRITE_LOC, checked
         elif tensor is not None:
-            own, evidence = TENSOR, tensor
+            own, evidence = TENSOR, tensor[2]
         else:
             own = OPEN
             evidence = f"forwards {loc} to `{forwards[0].name}`" if forwards else f"does not use {loc}"
@@ -268,6 +269,11 @@ class _Body:
     def _passes(self, call: ast.Call) -> bool:
         values = [*call.args, *(keyword.value for keyword in call.keywords)]
         return any(self._carried(value.value if isinstance(value, ast.Starred) else value) for value in values)
+
+
+def _first(found: Optional[tuple[int, int, str]], node: ast.expr, what: str) -> tuple[int, int, str]:
+    here = (node.lineno, node.col_offset, what)
+    return here if found is None or here[:2] < found[:2] else found
 
 
 def _forward(func: ast.expr, name: str) -> _Forward:
