@@ -235,11 +235,26 @@ class ForkPool:
 
     def gather(self, layer_id, loc):
         return self.k_buffer[layer_id][loc]
+
+    def fused_store(self, layer_id, loc, cache_k):
+        main = self.main_pool
+        store_kernel(main.get_key_buffer(layer_id), cache_k, loc)
+
+    def wrapped(self, layer_id, out_loc, cache_k, cache_v):
+        self.store_rows(layer_id, out_loc, cache_k, cache_v)
+
+
+class HostPool(HostKVCache):
+    def load(self, host_indices, data):
+        self.kv_buffer[:, host_indices] = data
 '''
 
 FORK_BACKEND = '''
 def forward(pool, layer, forward_batch, k, v):
     pool.store_rows(layer.layer_id, forward_batch.out_cache_loc, k, v)
+    pool.fused_store(layer.layer_id, forward_batch.out_cache_loc, k)
+    pool.wrapped(layer.layer_id, forward_batch.out_cache_loc, k, v)
+    pool.load(forward_batch.out_cache_loc, k)
     return pool.gather(layer.layer_id, forward_batch.out_cache_loc)
 '''
 
@@ -247,5 +262,7 @@ def forward(pool, layer, forward_batch, k, v):
 def test_a_fork_pool_writing_kv_at_its_loc_is_a_door_whatever_its_name(in_tmp: Path) -> None:
     _write(in_tmp, {"engine/pool.py": FORK_POOL, "engine/backend.py": FORK_BACKEND})
     findings = _check("--select", "KV101")["findings"]
-    assert [(f["path"], f["line"]) for f in findings] == [("engine/backend.py", 3)]
-    assert "`store_rows` receives" in findings[0]["message"]
+    # An indexed write, a kernel handed a sub-pool's buffer and the loc, a forward to a door; not a read,
+    # nor a host cache's own pages.
+    assert [(f["path"], f["line"]) for f in findings] == [("engine/backend.py", line) for line in (3, 4, 5)]
+    assert [f["message"].split(" receives")[0] for f in findings] == ["`store_rows`", "`fused_store`", "`wrapped`"]

@@ -66,11 +66,14 @@ from kvlint.processes.collector import collector_paused
 from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
 from kvlint.learn.door_kinds import learn_door_kinds
 from kvlint.learn.doors import doors_by_mark, doors_by_name, mark_checks
+from kvlint.learn.fork_doors import doors_by_forwarding, doors_by_write
 from kvlint.learn.gate import learn_mark_gate
 from kvlint.learn.installed_engine import Search, engine_package, locate_engine
 from kvlint.learn.scope import Asked, Scope
 from kvlint.learn.tree import (
     Learned as _Learned,
+    class_bases,
+    subclasses,
     imports_package,
     learn_door_checks as _learn_door_checks,
     learn_import_spellings as _learn_import_spellings,
@@ -238,7 +241,16 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
     if "write-loc-class" not in learned.values:
         mark = None
     cls = str(learned.values.get("write-loc-class", contract.write_loc_class))
-    found = doors_by_mark(scope, cls, str(mark)) if mark else doors_by_name(scope)
+    if mark:
+        found = doors_by_mark(scope, cls, str(mark))
+    else:
+        attributes = tuple(sorted(name for name in contract.buffer_accessors if not name.startswith("get_")))
+        hosts = tuple(sorted(subclasses(set(contract.host_cache_classes), class_bases(scope))))
+        by_name = {door.name: door for door in (*doors_by_write(scope, attributes, hosts), *doors_by_name(scope))}
+        # The defaults keep their loc index; a pool's own write may still say why one is a door.
+        seeds = {name: door for name, door in by_name.items()}
+        found = [door for door in doors_by_forwarding(scope, seeds, hosts)]
+        found = [replace(door, index=DEFAULT_WRITE_DOORS.get(door.name, door.index)) for door in found]
     doors = {} if mark and found else dict(DEFAULT_WRITE_DOORS)
     reasons = {} if mark and found else {name: "default" for name in doors}
     for door in found:
@@ -258,7 +270,7 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
         _learn_door_kinds(doors, cls, str(mark), scope, learned)
     if found:
         learned.set("write-doors", tuple(doors.items()), found[0].path, found[0].line)
-        how = "what each pool does with its loc" if mark else "the set_..._kv_buffer name pattern"
+        how = "what each pool does with its loc" if mark else "the set_..._kv_buffer name pattern and the pools' own writes"
         learned.sources["write-doors"] += f" ({len(found)} doors, by {how})"
     elif contract.add_write_doors or contract.remove_write_doors:
         learned.values["write-doors"] = tuple(doors.items())
