@@ -64,7 +64,7 @@ from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contra
 from kvlint.learn.binding import learn_binding_methods
 from kvlint.processes.collector import collector_paused
 from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
-from kvlint.learn.door_kinds import learn_door_kinds
+from kvlint.learn.door_kinds import forwarded_checks, learn_door_kinds
 from kvlint.learn.doors import doors_by_mark, doors_by_name, mark_checks
 from kvlint.learn.fork_doors import doors_by_forwarding, doors_by_write
 from kvlint.learn.gate import learn_mark_gate
@@ -278,7 +278,7 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
 
 
 def _learn_door_kinds(doors: Mapping[str, int], cls: str, mark: str, scope: Scope, learned: _Learned) -> None:
-    checks = {name for found in scope.survey(mark_checks, cls, mark).values() for name, _ in found}
+    checks = forwarded_checks(scope, {name for found in scope.survey(mark_checks, cls, mark).values() for name, _ in found})
     fields: Any = learned.values.get("write-loc-fields", ())
     kinds, bases, lines = learn_door_kinds(scope, doors, cls, mark, str(learned.values.get("mark-predicate", "")), sorted(checks),
                                     tuple(fields))

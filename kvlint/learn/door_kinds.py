@@ -94,6 +94,36 @@ def learn_door_kinds(
     return kinds, hierarchy, [(path, definition.line) for path, definition in definitions]
 
 
+def forwarded_checks(scope: Scope, checks: set[str]) -> set[str]:
+    """`checks` (the tree's mark checks) and the module functions handing a parameter to one of them
+    (`target_loc(loc_info)` unwrapping it with `unwrap_write_loc`), round by round."""
+    found = set(checks)
+    for _round in range(4):
+        added = {name for names in scope.survey(check_forwarders, tuple(sorted(found))).values() for name in names} - found
+        if not added:
+            break
+        found |= added
+    return found
+
+
+def check_forwarders(data: bytes, checks: tuple[str, ...]) -> tuple[str, ...]:
+    """The module functions of a file handing one of their parameters to one of `checks`."""
+    if not any(f"{name}(".encode() in data for name in checks):
+        return ()
+    tree = parsed_tree(data)
+    found = []
+    for function in (node for node in (tree.body if tree is not None else []) if isinstance(node, _Function)):
+        params = {arg.arg for arg in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
+        for node in ast.walk(function):
+            if (
+                isinstance(node, ast.Call) and _trailing(node.func) in checks
+                and any(isinstance(arg, ast.Name) and arg.id in params for arg in node.args)
+            ):
+                found.append(function.name)
+                break
+    return tuple(found)
+
+
 class _Resolver:
     def __init__(
         self, definitions: list[tuple[Path, _Definition]], attributes: dict[str, dict[str, tuple[str, ...]]],
