@@ -141,10 +141,45 @@ class LocProver:
         if isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name):
             incoming = value.args[0].id
             if where.function.name in self.doors and self._param_is_door_loc(where, incoming):
+                if self._mark_checked(where, incoming, name.lineno):
+                    return _PROVEN
                 why = f"`{name.id}` is unwrapped from the door's own `{incoming}` ({at}), dropping its mark"
                 return Verdict(RAW, why, (where.path, statement.lineno))
         shown = _text(statement).split(":", 1)[0] if isinstance(statement, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)) else _text(statement)
         return Verdict(UNPROVEN, f"`{name.id}` is bound by `{shown}` ({at}), which kvlint does not follow")
+
+    def _mark_checked(self, where: Place, param: str, before: int) -> bool:
+        """Whether the door checks `param`'s mark in a statement of its own body that runs, whatever
+        the branch, before line `before`: `self._check_physical_write_loc(loc_info, ...)`, `assert
+        write_loc_is_physical(loc_info)`, `if not write_loc_is_physical(loc_info): raise ...`. Past it,
+        what is unwrapped from `param` is what a marked loc holds."""
+        for statement in where.function.body:
+            if (statement.end_lineno or statement.lineno) >= before:
+                break
+            if isinstance(statement, ast.Expr):
+                checks = [statement.value]
+            elif isinstance(statement, ast.Assert):
+                checks = [statement.test]
+            elif isinstance(statement, ast.If) and statement.body and isinstance(statement.body[-1], ast.Raise):
+                checks = [statement.test]
+            else:
+                continue
+            if any(self._checks_mark(node, param) for check in checks for node in ast.walk(check)):
+                return True
+        return False
+
+    def _checks_mark(self, node: ast.AST, param: str) -> bool:
+        """A call of the tree's mark predicate on `param`, or of a method on `self` whose definitions
+        all read the mark (the pool's own check)."""
+        if not (isinstance(node, ast.Call) and any(isinstance(arg, ast.Name) and arg.id == param for arg in node.args)):
+            return False
+        func = node.func
+        if self.contract.mark_predicate and _trailing(func) == self.contract.mark_predicate:
+            return True
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+            return False
+        kinds = [kind for kind in self.contract.door_kinds if kind.name == func.attr]
+        return bool(kinds) and all(kind.needs_mark and kind.takes_write_loc for kind in kinds)
 
     def _param_is_door_loc(self, where: Place, param: str) -> bool:
         params = _params(where)

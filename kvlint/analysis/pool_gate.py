@@ -13,6 +13,12 @@ in the pool too (taken from the calling class's hierarchy, as Python would
 for an instance of it). A base door that hands the loc to another pool's door
 (`self.full_kv_pool.set_kv_buffer(...)`) could reach a gated pool, so its
 caller is not exempt.
+
+A door call none of whose reachable definitions needs the mark is exempt too: by the
+classes its receiver can be (`kvlint.analysis.receivers`; unknown, every class defining
+the name), no definition reads the mark or reaches the tree's mark check, so nothing
+refuses a bare loc there (an NPU indexer handing its pool the raw loc by design). In a
+tree whose doors check no mark yet, only a call reaching tensor takers alone is exempt.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ import ast
 from typing import Optional
 
 from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
+from kvlint.analysis.receivers import receiver_classes
 from kvlint.api.contract import Contract
+from kvlint.api.door_kinds import MIXED, WRITE_LOC, DoorKind, reachable
 
 _MAX_DEPTH = 4
 
@@ -38,6 +46,35 @@ def bare_loc_taken(tree: ProofTree, contract: Contract, where: Place, call: ast.
         f"`{where.klass}` and its subclasses keep `{contract.mark_gate}` off, and `{target.name}` "
         f"({target.shown()}) writes to the pool itself: a bare loc is what it takes"
     )
+
+
+def mark_not_needed(tree: ProofTree, contract: Contract, where: Place, door: str, call: ast.Call) -> Optional[str]:
+    """Why no definition of `door` the call can reach needs a marked loc; None when one may."""
+    if not any(kind.name == door for kind in contract.door_kinds):
+        return None
+    bases = dict(contract.door_bases)
+    known = set(bases) | {kind.klass for kind in contract.door_kinds}
+    func = call.func
+    classes = None
+    if isinstance(func, ast.Attribute):
+        module = tree.module(where.path)
+        klass = module.classes.get(where.klass) if module is not None and where.klass else None
+        classes = receiver_classes(func.value, where.function, klass, known)
+    reached = reachable(contract.door_kinds, bases, door, classes)
+    if not reached or any(_needs_mark(contract, kind) for kind in reached):
+        return None
+    receiver = ast.unparse(func.value) if isinstance(func, ast.Attribute) else door
+    whose = "of a class kvlint cannot tell" if classes is None else f"a {' or '.join(f'`{c}`' for c in sorted(classes))}"
+    shown = "; ".join(kind.shown() for kind in reached)
+    return f"`{receiver}` is {whose}, and no `{door}` it can reach checks the mark: {shown}"
+
+
+def _needs_mark(contract: Contract, kind: DoorKind) -> bool:
+    """Where the tree's doors check the mark, a definition needs it where it reaches that check; where
+    none does yet (a tree part-way through the migration), wherever it takes a write loc at all."""
+    if contract.door_checks_mark:
+        return kind.needs_mark
+    return kind.takes in (WRITE_LOC, MIXED)
 
 
 def _stays_in_pool(

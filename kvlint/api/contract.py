@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Mapping
 
+from kvlint.api.door_kinds import DoorKind
 AUTO = "auto"
 
 # The spelling of the token-major review thread; used when nothing says otherwise.
@@ -80,6 +81,12 @@ class Contract:
     # What `kvlint contract` shows, like `sources`: no check reads it, so a line moved in a pool file
     # leaves the contract's identity (and every result cached under it) as it was.
     door_reasons: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # Each class's definition of each door, and what it takes (`kvlint.api.door_kinds`): a call is a
+    # door call by the classes its receiver can be. Empty where nothing was learned (a tree without
+    # the mark, a contract built in code): every call of a door's name is one, as before.
+    door_kinds: tuple[DoorKind, ...] = ()
+    # The hierarchy (class -> bases) of the classes defining doors, above and below them.
+    door_bases: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # Functions that return their loc argument with its mark kept (the tree's translate helpers):
     # `--prove` takes a call of one as proven when its first argument is.
     mark_keeping: tuple[str, ...] = ()

@@ -65,13 +65,17 @@ from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contra
 from kvlint.learn.binding import learn_binding_methods
 from kvlint.processes.collector import collector_paused
 from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
-from kvlint.learn.doors import doors_by_mark, doors_by_name
+from kvlint.learn.door_kinds import forwarded_checks, learn_door_kinds
+from kvlint.learn.doors import doors_by_mark, doors_by_name, mark_checks
+from kvlint.learn.fork_doors import doors_by_forwarding, doors_by_write
 from kvlint.learn.gate import learn_mark_gate
 from kvlint.learn.installed_engine import Search, engine_package, locate_engine
 from kvlint.learn.pools import learn_pool_classes as _learn_pool_classes
 from kvlint.learn.scope import Asked, Scope
 from kvlint.learn.tree import (
     Learned as _Learned,
+    class_bases,
+    subclasses,
     imports_package,
     learn_door_checks as _learn_door_checks,
     learn_import_spellings as _learn_import_spellings,
@@ -173,8 +177,8 @@ def _keys_to_fill(config: Config) -> set[str]:
             if config.contract_value(key) == AUTO}
     # Learned alongside the values they belong to, never configured on their own.
     auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes",
-             "door-reasons", "mark-gate", "ungated-classes", "binding-methods", "page-split-bases",
-             "unmarked-loc-attributes"}
+             "door-reasons", "door-kinds", "door-bases", "mark-gate", "ungated-classes", "binding-methods",
+             "page-split-bases", "unmarked-loc-attributes"}
     if config.contract_value("write-loc-class") == AUTO:
         auto.add("write-loc-class")
     if "write-doors" not in dict(config.contract):
@@ -241,7 +245,16 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
     if "write-loc-class" not in learned.values:
         mark = None
     cls = str(learned.values.get("write-loc-class", contract.write_loc_class))
-    found = doors_by_mark(scope, cls, str(mark)) if mark else doors_by_name(scope)
+    if mark:
+        found = doors_by_mark(scope, cls, str(mark))
+    else:
+        attributes = tuple(sorted(name for name in contract.buffer_accessors if not name.startswith("get_")))
+        hosts = tuple(sorted(subclasses(set(contract.host_cache_classes), class_bases(scope))))
+        by_name = {door.name: door for door in (*doors_by_write(scope, attributes, hosts), *doors_by_name(scope))}
+        # The defaults keep their loc index; a pool's own write may still say why one is a door.
+        seeds = {name: door for name, door in by_name.items()}
+        found = [door for door in doors_by_forwarding(scope, seeds, hosts)]
+        found = [replace(door, index=DEFAULT_WRITE_DOORS.get(door.name, door.index)) for door in found]
     doors = {} if mark and found else dict(DEFAULT_WRITE_DOORS)
     reasons = {} if mark and found else {name: "default" for name in doors}
     for door in found:
@@ -257,13 +270,27 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
         reasons.pop(name, None)
     learned.values["door-reasons"] = tuple(reasons.items())
     learned.sources["door-reasons"] = "learned with write-doors"
+    if mark and found:
+        _learn_door_kinds(doors, cls, str(mark), scope, learned)
     if found:
         learned.set("write-doors", tuple(doors.items()), found[0].path, found[0].line)
-        how = "what each pool does with its loc" if mark else "the set_..._kv_buffer name pattern"
+        how = "what each pool does with its loc" if mark else "the set_..._kv_buffer name pattern and the pools' own writes"
         learned.sources["write-doors"] += f" ({len(found)} doors, by {how})"
     elif contract.add_write_doors or contract.remove_write_doors:
         learned.values["write-doors"] = tuple(doors.items())
         learned.sources["write-doors"] = f"config {config.path}"
+
+
+def _learn_door_kinds(doors: Mapping[str, int], cls: str, mark: str, scope: Scope, learned: _Learned) -> None:
+    checks = forwarded_checks(scope, {name for found in scope.survey(mark_checks, cls, mark).values() for name, _ in found})
+    fields: Any = learned.values.get("write-loc-fields", ())
+    kinds, bases, lines = learn_door_kinds(scope, doors, cls, mark, str(learned.values.get("mark-predicate", "")), sorted(checks),
+                                    tuple(fields))
+    learned.values["door-kinds"] = kinds
+    for path, line in lines:
+        learned.pin(path, line)
+    learned.values["door-bases"] = bases
+    learned.sources["door-kinds"] = learned.sources["door-bases"] = "learned with write-doors"
 
 
 def _learn_paged_helpers(scope: Scope, learned: _Learned) -> None:

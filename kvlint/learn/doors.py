@@ -9,8 +9,9 @@ method is a door whatever its name). Doors are found round by round until no
 forwarding adds one. A method named like a door whose loc never reaches the
 mark (an index-buffer writer taking a plain tensor by design) is not one.
 
-In a tree without the mark, the `set_..._kv_buffer` name pattern stays: there
-is no check for a loc to reach.
+In a tree without the mark, there is no check for a loc to reach: the
+`set_..._kv_buffer` name pattern stays, and a method writing its own pool's K/V
+buffers at a parameter is a door whatever its name (`kvlint.learn.fork_doors`).
 
 Each door keeps why it is one (file, line, the link), for `kvlint contract`.
 Calls are matched by the callee's trailing name, as the rules match door
@@ -147,7 +148,7 @@ class _Method:
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 if isinstance(node.value, ast.Name):
                     copies.append((node.targets[0].id, node.value.id))
-        return cls(method.name, tuple(_params(method)), tuple(checked), tuple(checked.values()), tuple(calls), tuple(copies))
+        return cls(method.name, tuple(method_params(method)), tuple(checked), tuple(checked.values()), tuple(calls), tuple(copies))
 
     def moved(self, first: int) -> "_Method":
         """This reading of a method whose file holds it from line index `first` on: its lines the file's."""
@@ -208,10 +209,10 @@ def named_doors(data: bytes) -> tuple[tuple[str, int, int, str], ...]:
     (the defaults left out) with a `loc`/`loc_info` parameter."""
     tree = parsed_tree(data) if DOOR_DEF.search(data) else None
     found = []
-    for method in _class_methods(tree) if tree is not None else ():
+    for method in class_methods(tree) if tree is not None else ():
         if method.name in DEFAULT_WRITE_DOORS or not DOOR_NAME.match(method.name):
             continue
-        params = _params(method)
+        params = method_params(method)
         index = next((i for i, name in enumerate(params) if name in LOC_KEYWORDS), None)
         if index is not None:
             found.append((method.name, index, method.lineno, params[index]))
@@ -338,14 +339,14 @@ def _checks_itself(function: _Function, param: str, cls: str, mark: str) -> Opti
     return None
 
 
-def _class_methods(tree: ast.Module) -> Iterator[_Function]:
+def class_methods(tree: ast.Module) -> Iterator[_Function]:
     for klass in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
         for item in klass.body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 yield item
 
 
-def _params(method: _Function) -> list[str]:
+def method_params(method: _Function) -> list[str]:
     """Parameters a caller passes by position (self/cls left out), then keyword-only ones."""
     names = [arg.arg for arg in (*method.args.posonlyargs, *method.args.args)]
     is_static = any(_is_name(decorator, "staticmethod") for decorator in method.decorator_list)
@@ -362,3 +363,4 @@ def _trailing(func: ast.expr) -> Optional[str]:
     if isinstance(func, ast.Name):
         return func.id
     return func.attr if isinstance(func, ast.Attribute) else None
+

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterator, Mapping, Optional, Sequence
 
 from kvlint.analysis.loc_proof import PROVEN, RAW, UNPROVEN, LocProver, Verdict
-from kvlint.analysis.pool_gate import bare_loc_taken
+from kvlint.analysis.pool_gate import bare_loc_taken, mark_not_needed
 from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
 from kvlint.api.config import Config
 from kvlint.api.contract import Contract
@@ -200,7 +200,9 @@ def _classified(where: Place, door: str, call: ast.Call, prover: LocProver, tree
         verdict = Verdict(UNPROVEN, f"`{door}` at {where.path}:{call.lineno} does not pass its loc visibly")
     else:
         verdict = prover.verdict(where, loc)
-    exempt = bare_loc_taken(tree, prover.contract, where, call) if verdict.kind != PROVEN else None
+    exempt = None
+    if verdict.kind != PROVEN:
+        exempt = bare_loc_taken(tree, prover.contract, where, call) or mark_not_needed(tree, prover.contract, where, door, call)
     return DoorCall(where.path, door, call, loc, verdict, exempt)
 
 

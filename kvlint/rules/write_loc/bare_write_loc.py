@@ -20,6 +20,7 @@ from kvlint.rules.write_loc._raw_loc import (
     raw_loc_batch,
 )
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
+from kvlint.rules.write_loc._door_classes import door_call, made_unsafe
 from kvlint.rules.write_loc._candidates import MayBeRawLoc, ast_loc_argument, encoded, file_units, helper_arguments
 from kvlint.rules.write_loc._through_helpers import door_reports, parameter_reports, return_reports
 
@@ -322,10 +323,16 @@ class BareWriteLoc(Rule):
                 loc = raw_loc(ctx, arg.value, site.function)
                 if loc is None:
                     continue
+                reached = door_call(ctx, site, door)
+                if not reached.is_door:
+                    continue
                 fix = self._fix(ctx, arg.value, loc)
                 gaps = api_gaps(ctx, *self._needs(loc)) if fix is not None else []
                 message = self._message(ctx, door, arg.value, loc) + gap_message(gaps)
-                ctx.report(arg.value, message, with_gaps(fix, gaps))
+                unsafe = reached.unsafe_because()
+                if unsafe is not None:
+                    message += f"; {'the fix is unsafe here' if fix is not None else 'no fix'}: {unsafe}"
+                ctx.report(arg.value, message, made_unsafe(with_gaps(fix, gaps), unsafe))
         # One call away: helpers the project index resolved, in this file or another.
         for node, message, fix in (
             *door_reports(ctx, index), *parameter_reports(ctx, index), *return_reports(ctx, index)

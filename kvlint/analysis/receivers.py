@@ -1,0 +1,133 @@
+"""The classes a call's receiver can be, as far as the tree says (CPython's `ast`).
+
+`self` is the enclosing class; `self.<attribute>` the classes the class builds it
+as (`self.pool = TensorPool(...)`) or annotates it with (`self.pool: Optional[P]`);
+a plain name the classes its parameter annotation names, or its assignments build
+(`pool = P(...)`, `pool = self.pool`). Anything else, or a class the caller does
+not know, is unknown (None): then every class defining the method counts.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Collection, Optional, Union
+
+_Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+
+
+def receiver_classes(
+    receiver: ast.expr, function: Optional[_Function], klass: Optional[ast.ClassDef], known: Collection[str]
+) -> Optional[frozenset[str]]:
+    """The classes (among `known`) `receiver` can be inside `function` of `klass`; None when unknown."""
+    found = _classes(receiver, function, klass, 0)
+    if not found or not all(name in known for name in found):
+        return None
+    return frozenset(found)
+
+
+def _classes(receiver: ast.expr, function: Optional[_Function], klass: Optional[ast.ClassDef], depth: int) -> set[str]:
+    if depth > 3:
+        return set()
+    if isinstance(receiver, ast.Name) and receiver.id == "self" and klass is not None:
+        return {klass.name}
+    attribute = self_attribute(receiver)
+    if attribute and klass is not None:
+        return dict(attribute_classes(klass)).get(attribute, set())
+    if isinstance(receiver, ast.Name) and function is not None:
+        return _name_classes(receiver.id, function, klass, depth)
+    return set()
+
+
+def _name_classes(name: str, function: _Function, klass: Optional[ast.ClassDef], depth: int) -> set[str]:
+    args = function.args
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if arg.arg == name:
+            return annotated_classes(arg.annotation) if arg.annotation is not None else set()
+    found: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            named = annotated_classes(node.annotation)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            named = _value_classes(node.value, function, klass, depth)
+        elif isinstance(node, (ast.For, ast.With, ast.NamedExpr, ast.AugAssign)) and name in _bound_by(node):
+            return set()
+        else:
+            continue
+        if not named:
+            # One assignment kvlint cannot read leaves the name unknown.
+            return set()
+        found |= named
+    return found
+
+
+def _value_classes(value: ast.expr, function: _Function, klass: Optional[ast.ClassDef], depth: int) -> set[str]:
+    if isinstance(value, ast.Call):
+        built = _trailing(value.func)
+        return {built} if built and built[:1].isupper() else set()
+    return _classes(value, function, klass, depth + 1)
+
+
+def _bound_by(node: ast.AST) -> set[str]:
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.For):
+        targets = [node.target]
+    elif isinstance(node, ast.With):
+        targets = [item.optional_vars for item in node.items if item.optional_vars is not None]
+    elif isinstance(node, (ast.NamedExpr, ast.AugAssign)):
+        targets = [node.target]
+    return {name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)}
+
+
+def attribute_classes(klass: ast.ClassDef) -> list[tuple[str, set[str]]]:
+    """Each `self.<attribute>` of a class's methods built as `C(...)` or annotated `C` / `Optional[C]`,
+    with those classes (an attribute also given anything else is left out: unknown)."""
+    found: dict[str, set[str]] = {}
+    unknown: set[str] = set()
+    for node in ast.walk(klass):
+        if isinstance(node, ast.AnnAssign) and self_attribute(node.target):
+            found.setdefault(self_attribute(node.target), set()).update(annotated_classes(node.annotation))
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                attribute = self_attribute(target)
+                if not attribute:
+                    continue
+                built = _trailing(node.value.func) if isinstance(node.value, ast.Call) else None
+                if built and built[:1].isupper():
+                    found.setdefault(attribute, set()).add(built)
+                else:
+                    unknown.add(attribute)
+    # An annotation states the attribute's class whatever else assigns it; an assignment alone does not.
+    annotated = {self_attribute(node.target) for node in ast.walk(klass)
+                 if isinstance(node, ast.AnnAssign) and self_attribute(node.target)}
+    return [(attribute, classes) for attribute, classes in sorted(found.items())
+            if classes and (attribute in annotated or attribute not in unknown)]
+
+
+def annotated_classes(annotation: ast.expr) -> set[str]:
+    """The classes an annotation names: `C`, `m.C`, `"C"`, `Optional[C]`, `Union[C, D]`, `C | None`."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return set()
+    if isinstance(annotation, ast.Subscript) and _trailing(annotation.value) in ("Optional", "Union"):
+        inner = annotation.slice
+        parts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+        return {name for part in parts for name in annotated_classes(part)}
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        return annotated_classes(annotation.left) | annotated_classes(annotation.right)
+    name = _trailing(annotation)
+    return {name} if name and name != "None" and name[:1].isupper() else set()
+
+
+def self_attribute(target: ast.expr) -> str:
+    """`attribute` for `self.attribute`, else ""."""
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        return target.attr
+    return ""
+
+
+def _trailing(node: ast.expr) -> Optional[str]:
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else None
