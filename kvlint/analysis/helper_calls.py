@@ -50,3 +50,15 @@ def helper_fact(ctx: FileContext, call: cst.Call, function: Optional[cst.Functio
         return None
     klass = enclosing_class(ctx, function) if spelling[0] in ("self", "cls", "super") else None
     return ctx.helpers.lookup(klass, spelling)
+
+
+def argument_for(call: cst.Call, param: str, position: int) -> Optional[cst.BaseExpression]:
+    """What `call` passes as its callee's parameter `param` (at `position`, -1: keyword only)."""
+    positional = []
+    for arg in call.args:
+        if arg.star or arg.keyword is not None:
+            break
+        positional.append(arg.value)
+    if 0 <= position < len(positional):
+        return positional[position]
+    return next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == param), None)

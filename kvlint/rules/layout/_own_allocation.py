@@ -15,6 +15,7 @@ from typing import Optional
 import libcst as cst
 
 from kvlint.analysis.dataflow import function_flow
+from kvlint.analysis.helper_calls import argument_for
 from kvlint.analysis.index import module_index, trailing_name
 from kvlint.analysis.walk import code_children
 from kvlint.api.rule import FileContext
@@ -36,7 +37,7 @@ def fed_own_allocations(ctx: FileContext, function: cst.FunctionDef, param: str)
         own_method = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
         if (klass is None and not isinstance(func, cst.Name)) or (klass is not None and not (own_method and site.klass is klass)):
             continue
-        argument = _argument(site.call, param, position)
+        argument = argument_for(site.call, param, position)
         if argument is None or not allocated(ctx, argument, site.function, 0):
             return False
         seen = True
@@ -92,16 +93,6 @@ def _is_self(target: cst.BaseExpression, attribute: str) -> bool:
         and target.attr.value == attribute
     )
 
-
-def _argument(call: cst.Call, param: str, position: int) -> Optional[cst.BaseExpression]:
-    positional = []
-    for arg in call.args:
-        if arg.star or arg.keyword is not None:
-            break
-        positional.append(arg.value)
-    if 0 <= position < len(positional):
-        return positional[position]
-    return next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == param), None)
 
 
 def _class_of(ctx: FileContext, function: cst.FunctionDef) -> Optional[cst.ClassDef]:

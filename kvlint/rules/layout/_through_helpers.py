@@ -29,7 +29,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from kvlint.analysis.helper_calls import helper_fact
+from kvlint.analysis.helper_calls import argument_for, helper_fact
 from kvlint.analysis.index import module_index
 from kvlint.api.helpers import MERGES_DIM0, HelperFact, ParamLayout
 from kvlint.api.rule import FileContext
@@ -72,7 +72,7 @@ def helper_uses(ctx: FileContext, kinds: tuple[str, ...]) -> Iterator[HelperUse]
             continue
         reported: set[int] = set()
         for layout in fact.layout:
-            argument = _argument(site.call, layout.param, layout.position)
+            argument = argument_for(site.call, layout.param, layout.position)
             if layout.kind not in kinds or argument is None or id(argument) in reported:
                 continue
             held = tracker.layout(argument, site.function)
@@ -82,20 +82,9 @@ def helper_uses(ctx: FileContext, kinds: tuple[str, ...]) -> Iterator[HelperUse]
             if (layout.kind == MERGES_DIM0 or layout.unit_page) and held[0] != SLOTS:
                 continue
             if layout.page_param:
-                page = _argument(site.call, layout.page_param, layout.page_position)
+                page = argument_for(site.call, layout.page_param, layout.page_position)
                 if page is None or not is_page_size(page):
                     continue
             reported.add(id(argument))
             yield HelperUse(argument, site.function, fact, layout)
 
-
-def _argument(call: cst.Call, param: str, position: int) -> Optional[cst.BaseExpression]:
-    """What `call` passes as the helper's parameter `param` (at `position`, -1: keyword only)."""
-    positional = []
-    for arg in call.args:
-        if arg.star or arg.keyword is not None:
-            break
-        positional.append(arg.value)
-    if 0 <= position < len(positional):
-        return positional[position]
-    return next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == param), None)

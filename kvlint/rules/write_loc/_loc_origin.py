@@ -25,6 +25,7 @@ from typing import Callable, Iterator, Optional, Union
 
 import libcst as cst
 
+from kvlint.analysis.proof_tree import own_nodes
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext
 
@@ -189,7 +190,7 @@ class FileOrigins:
         """What the local `name` holds: its assignments and in-place fills, or, for a parameter never
         assigned, what the file's calls of `function` pass it (its default where a call leaves it out)."""
         assigned = False
-        for node in _own_nodes(function):
+        for node in own_nodes(function):
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
                 targets: list[ast.expr] = list(node.targets) if isinstance(node, ast.Assign) else [node.target]
                 for value in _bound(name, targets, node.value):
@@ -250,18 +251,9 @@ def _filled(call: ast.Call) -> Optional[ast.expr]:
     return target.value if isinstance(target, ast.Subscript) else target
 
 
-def _own_nodes(function: _Function) -> Iterator[ast.AST]:
-    """The nodes of `function`'s body, not those of functions or classes nested in it."""
-    stack: list[ast.AST] = list(function.body)
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
-
 
 def _returns(function: _Function) -> Iterator[ast.Return]:
-    return (node for node in _own_nodes(function) if isinstance(node, ast.Return))
+    return (node for node in own_nodes(function) if isinstance(node, ast.Return))
 
 
 def enclosing_function(tree: ast.Module, line: int, column: int) -> tuple[Optional[_Function], Optional[ast.Call]]:
