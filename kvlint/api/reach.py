@@ -19,7 +19,6 @@ from typing import Optional
 LIVE = "live"
 LATENT = "latent"
 UNKNOWN = "unknown"
-REACHES = (LIVE, LATENT, UNKNOWN)
 
 # `--reach` / `reach =`: which findings a run reports and fails on.
 REACH_SCOPES = ("all", "live", "live-only")
