@@ -158,8 +158,17 @@ def test_a_page_size_1_view_of_a_page_split_pools_buffer_flattens_pages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The NPU pools allocate `(pages, page_size, 1, D)`: `view(-1, 1, D)` is their token rows.
-    config = '[tool.kvlint.contract]\npage-split-paths = ["eng"]\n'
-    files = {"pyproject.toml": config, "eng/ops/rows.py": UNIT_PAGE, "eng/attn/mla.py": UNIT_CALLER}
+    pool = (
+        "import torch\n\n\n"
+        "class NPUPool:\n"
+        "    def __init__(self, size, page_size, layers, dim):\n"
+        "        self.kv_buffer = torch.zeros((layers, size // page_size + 1, page_size, 1, dim))\n"
+    )
+    caller = (
+        "from eng.ops.rows import _rows\nfrom eng.mem.pool import NPUPool\n\n\n"
+        "def write(pool: NPUPool, i):\n    return _rows(pool.kv_buffer[i])\n"
+    )
+    files = {"eng/mem/pool.py": pool, "eng/ops/rows.py": UNIT_PAGE, "eng/attn/mla.py": caller}
     assert check(tmp_path, monkeypatch, files) == []
 
 

@@ -129,11 +129,16 @@ def test_a_page_split_pool_its_own_methods_and_host_caches(in_tmp: Path) -> None
                     return self.v_buffer[i].flatten(0, 1)
         """,
         "npu/attention/ascend_backend.py": """\
-            def forward_mtp(self, layer):
-                v_cache = self.token_to_kv_pool.get_value_buffer(layer.layer_id).view(
-                    -1, self.page_size, layer.tp_v_head_num * layer.v_head_dim
-                )
-                return v_cache
+            from sglang.srt.npu.memory_pool_npu import NPUMLATokenToKVPool
+
+            class AscendBackend:
+                token_to_kv_pool: NPUMLATokenToKVPool
+
+                def forward_mtp(self, layer):
+                    v_cache = self.token_to_kv_pool.get_value_buffer(layer.layer_id).view(
+                        -1, self.page_size, layer.tp_v_head_num * layer.v_head_dim
+                    )
+                    return v_cache
         """,
         "layers/triton_backend.py": """\
             def forward(self, layer):
@@ -144,13 +149,15 @@ def test_a_page_split_pool_its_own_methods_and_host_caches(in_tmp: Path) -> None
     findings = check(".")
     by_path = {(f["path"], f["code"]): f for f in findings}
     assert sorted(by_path) == [("layers/triton_backend.py", "KV201"), ("npu/attention/ascend_backend.py", "KV201")]
-    # Next to a page-split pool an accessor may hand out (pages, page_size, ...): no fix, and why.
+    # A buffer of the page-split pool (typed by the class's annotation) is (pages, page_size, ...): no fix, and why.
     npu = by_path[("npu/attention/ascend_backend.py", "KV201")]
     assert npu["fix"] is None
-    assert "cannot tell whether dim 0 of" in npu["message"] and "page-split" in npu["message"]
-    # Elsewhere the accessor's per-layer (slots, H, D) form holds: the safe fix, importing what resolves.
+    assert "cannot tell whether dim 0 of" in npu["message"]
+    assert "`self.token_to_kv_pool` is `NPUMLATokenToKVPool`, whose buffers are page-split" in npu["message"]
+    # A pool of unknown class may be that one, whatever the folder: the fix stays, unsafe, and says why.
     triton = by_path[("layers/triton_backend.py", "KV201")]
-    assert triton["fix"]["applicability"] == "safe"
+    assert triton["fix"]["applicability"] == "unsafe"
+    assert "cannot tell which pool `self.token_to_kv_pool` is, and `NPUMLATokenToKVPool`" in triton["message"]
     assert triton["fix"]["replacement"].startswith("paged_kv_view(k_cache, self.page_size")
 
 

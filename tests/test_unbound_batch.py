@@ -121,6 +121,15 @@ def test_an_unbound_capture_batch_passed_to_a_forward_is_reported() -> None:
     assert "`out_cache_loc_is_physical` never set" in finding.message
 
 
+def test_a_fork_whose_batch_has_no_mark_has_nothing_to_bind() -> None:
+    # A fork before the unified pool: no write-loc class, no mark field, so no pool refuses its loc.
+    unmarked = {**TREE, "eng/model_executor/forward_batch_info.py": BATCH_CLASS.replace(
+        "    out_cache_loc_is_physical: bool = False\n", "")}
+    for path in ("eng/mem_cache/kv_loc_plan.py", "eng/mem_cache/kv_index_translator.py", "eng/mem_cache/memory_pool.py"):
+        del unmarked[path]
+    assert findings(capture("model.forward(ids, positions, batch)"), unmarked) == []
+
+
 def test_the_same_batch_bound_first_through_a_binding_method_of_another_file_is_silent() -> None:
     assert findings(capture("self.kv_index_translator.bind_runner_slots(batch)\nmodel.forward(ids, positions, batch)")) == []
     assert findings(capture("plan.bind_replay(batch, reader, slots=rows.cache_slots)\nmodel.forward(ids, positions, batch)")) == []

@@ -80,6 +80,7 @@ def test_unmarked_write_loc_becomes_for_batch_whatever_the_mark_spelling(contrac
 
 
         def write_loc(self, forward_batch):
+            self.forward_metadata.swa_out_cache_loc = self.translator.write_ids(forward_batch, SWA)
             return KVWriteLoc(
                 forward_batch.out_cache_loc,
                 self.forward_metadata.swa_out_cache_loc,
@@ -95,7 +96,8 @@ def test_unmarked_write_loc_becomes_for_batch_whatever_the_mark_spelling(contrac
 def test_both_rules_together_settle_in_one_fix_run() -> None:
     source = textwrap.dedent(
         """\
-        def forward(pool, layer, fb, k, v, swa):
+        def forward(pool, layer, fb, k, v, translator):
+            swa = translator.write_ids(fb, SWA)
             cache_loc = fb.out_cache_loc if not layer.is_cross_attention else fb.encoder_out_cache_loc
             pool.set_kv_buffer(layer, cache_loc, k, v)
             pool.set_kv_buffer(layer, KVWriteLoc(cache_loc, swa), k, v)
@@ -117,7 +119,8 @@ def test_codemods_run_under_libcst_tool(tmp_path: Path) -> None:
     )
     target = tmp_path / "backend.py"
     target.write_text(
-        "from engine.pool import KVWriteLoc\n\n\ndef f(pool, layer, fb, k, v, swa):\n"
+        "from engine.pool import KVWriteLoc\n\n\ndef f(pool, layer, fb, k, v, translator):\n"
+        "    swa = translator.write_ids(fb, SWA)\n"
         "    pool.set_kv_buffer(layer, fb.out_cache_loc[:2], k, v)\n"
         "    return KVWriteLoc(fb.out_cache_loc, swa)\n"
     )
@@ -131,7 +134,8 @@ def test_codemods_run_under_libcst_tool(tmp_path: Path) -> None:
         )
         assert result.returncode == 0, result.stderr
     assert target.read_text() == (
-        "from engine.pool import KVWriteLoc\n\n\ndef f(pool, layer, fb, k, v, swa):\n"
+        "from engine.pool import KVWriteLoc\n\n\ndef f(pool, layer, fb, k, v, translator):\n"
+        "    swa = translator.write_ids(fb, SWA)\n"
         "    pool.set_kv_buffer(layer, KVWriteLoc(fb.out_cache_loc[:2], physical=fb.out_cache_loc_is_physical), k, v)\n"
         "    return KVWriteLoc.for_batch(fb, swa_loc=swa)\n"
     )

@@ -129,7 +129,7 @@ def _page_count(expr: ast.expr) -> bool:
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.FloorDiv):
         return is_page_size(expr.right)
     name = trailing(expr)
-    return name is not None and "pages" in name.lower()
+    return name is not None and ("pages" in name.lower() or "blocks" in name.lower())
 
 
 def _regroups(args: list[ast.expr]) -> bool:

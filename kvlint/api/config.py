@@ -104,7 +104,7 @@ _CONTRACT_STR_KEYS = {
     "mark-predicate",
 }
 _CONTRACT_LIST_KEYS = {
-    "loc-attributes", "buffer-accessors", "pool-classes", "host-cache-classes", "page-split-paths",
+    "loc-attributes", "buffer-accessors", "pool-classes", "host-cache-classes", "page-split-pools",
     "remove-write-doors", "mark-keeping",
 }
 _CONTRACT_DOOR_KEYS = {"write-doors", "add-write-doors"}
@@ -142,6 +142,11 @@ def parse_config(table: Mapping[str, Any], path: Path) -> Config:
     _reject_unknown(table, _TOP_KEYS, path, "tool.kvlint" if path.name == "pyproject.toml" else "")
     contract_table = table.get("contract", {})
     _expect(contract_table, dict, "contract", path)
+    if "page-split-paths" in contract_table:
+        raise ConfigError(
+            f"{path}: contract.page-split-paths is gone: page-split is decided by the pool class a buffer "
+            f"comes from, not its folder; name those pools in contract.page-split-pools (learned when left out)"
+        )
     _reject_unknown(contract_table, _CONTRACT_KEYS, path, "contract")
     contract: dict[str, Any] = {}
     for key, value in contract_table.items():

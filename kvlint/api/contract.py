@@ -8,7 +8,6 @@ by `kvlint.learn.contract` from the scanned tree, falling back to the seed's spe
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Mapping
@@ -72,6 +71,9 @@ class Contract:
     # Which of paged_view / paged_row_view / paged_kv_view the helpers module defines.
     paged_helpers: tuple[str, ...] = PAGED_HELPERS
     loc_attributes: tuple[str, ...] = ("out_cache_loc",)
+    # Batch attributes the write-loc class's own factories wrap without the mark: locs the engine
+    # leaves unmarked by design (`encoder_out_cache_loc`, which nothing translates). Learned only.
+    unmarked_loc_attributes: tuple[str, ...] = ()
     write_doors: tuple[tuple[str, int], ...] = tuple(DEFAULT_WRITE_DOORS.items())
     # Configured on top of the learned doors: name -> loc index added, names removed.
     add_write_doors: tuple[tuple[str, int], ...] = ()
@@ -93,9 +95,11 @@ class Contract:
     pool_classes: tuple[str, ...] = ()
     # Host-side cache classes (and, learned, their subclasses): their buffers are not pool views.
     host_cache_classes: tuple[str, ...] = DEFAULT_HOST_CACHE_CLASSES
-    # Directories whose pools allocate page-split buffers `(pages, page_size, ...)`: there a
-    # buffer accessor's dim 0 may hold pages, not slots (relative or absolute path prefixes).
-    page_split_paths: tuple[str, ...] = ()
+    # Pool classes that allocate page-split buffers `(pages, page_size, ...)`, with their
+    # subclasses: a buffer of one has pages, not slots, in dim 0 (`kvlint.learn.pools`).
+    page_split_pools: tuple[str, ...] = ()
+    # The classes those pools derive from (learned alongside): a value typed as one may be either kind.
+    page_split_bases: tuple[str, ...] = ()
     # The tree's predicate telling whether a write loc is marked physical/kernel
     # (`write_loc_is_physical(loc)`); "" when the tree defines none.
     mark_predicate: str = ""
@@ -163,16 +167,6 @@ class Contract:
         """Whether the API behind `key` may be called: the tree defines it, the configuration
         pins it, or nobody looked (a contract built in code, as rule examples are)."""
         return key not in self.missing
-
-    def in_page_split_path(self, path: str) -> bool:
-        """Whether `path` lies under a directory whose pools allocate page-split buffers."""
-        if not self.page_split_paths:
-            return False
-        resolved = Path(path).resolve().as_posix()
-        return any(
-            resolved == prefix or resolved.startswith(prefix.rstrip("/") + "/")
-            for prefix in (Path(p).resolve().as_posix() for p in self.page_split_paths)
-        )
 
     def with_overrides(self, overrides: Mapping[str, str]) -> "Contract":
         """A copy with config-style keys (``"mark"``, ``"batch-mark"``) replaced."""

@@ -87,6 +87,9 @@ class FileContext:
     # The text `module` was parsed from, where the caller has it: a line read from it costs
     # less than generating the module's code again.
     source: Optional[str] = None
+    # The whole file's bytes where `module` is a skeleton of it (`kvlint.running.fragment`): an analysis
+    # that follows a value across the file (KV102's loc origins) reads them with CPython's parser.
+    whole_data: Optional[bytes] = None
 
     def report(self, node: cst.CSTNode, message: str, fix: Optional[Replacement] = None) -> None:
         self.violations.append(Violation(self.current_code, node, message, fix))

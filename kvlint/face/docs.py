@@ -58,13 +58,14 @@ def contract_table(contract: Contract) -> str:
         "write-loc-module": contract.write_loc_module,
         "paged-helpers-module": contract.paged_helpers_module,
         "loc-attributes": list(contract.loc_attributes),
+        "unmarked-loc-attributes": list(contract.unmarked_loc_attributes),
         "write-doors": dict(contract.write_doors),
         "buffer-accessors": list(contract.buffer_accessors),
         "kv-name-fallback": contract.kv_name_fallback,
         "mark-predicate": contract.mark_predicate,
         "pool-classes": list(contract.pool_classes),
         "host-cache-classes": list(contract.host_cache_classes),
-        "page-split-paths": list(contract.page_split_paths),
+        "page-split-pools": list(contract.page_split_pools),
         "binding-methods": list(contract.binding_methods),
     }
     if contract.mark_gate:

@@ -29,6 +29,9 @@ class WriteLocClass:
     factory_marks: tuple[tuple[str, int], ...]
     # (name, line) of the module function testing the mark (`write_loc_is_physical`).
     predicate: Optional[tuple[str, int]]
+    # (batch attribute, line) of each loc the class's own factories wrap without the mark: a loc
+    # the engine leaves unmarked by design (upstream: `for_layer`'s `encoder_out_cache_loc`).
+    unmarked_locs: tuple[tuple[str, int], ...] = ()
 
 
 def write_loc_class(data: bytes, cls: str, batch_factory: str) -> Optional[WriteLocClass]:
@@ -51,7 +54,26 @@ def write_loc_class(data: bytes, cls: str, batch_factory: str) -> Optional[Write
         factory_line=None if factory is None else factory.lineno,
         factory_marks=() if factory is None or mark is None else _marks_read_by_factory(factory, mark),
         predicate=None if mark is None else mark_predicate(cls, mark, tree),
+        unmarked_locs=() if mark is None else _unmarked_locs(node, cls, mark),
     )
+
+
+def _unmarked_locs(klass: ast.ClassDef, cls: str, mark: str) -> tuple[tuple[str, int], ...]:
+    """The batch attributes the class's methods build it from without `mark`: `cls(batch.ATTR, ...)`
+    or `<cls>(batch.ATTR, ...)`, the loc first or as `loc=`."""
+    found: dict[str, int] = {}
+    for method in klass.body:
+        if not isinstance(method, ast.FunctionDef):
+            continue
+        for node in ast.walk(method):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("cls", cls)):
+                continue
+            if any(keyword.arg in (mark, None) for keyword in node.keywords):
+                continue
+            loc = next((k.value for k in node.keywords if k.arg == "loc"), node.args[0] if node.args else None)
+            if isinstance(loc, ast.Attribute):
+                found.setdefault(loc.attr, node.lineno)
+    return tuple(found.items())
 
 
 def _marks_read_by_factory(factory: ast.FunctionDef, mark: str) -> tuple[tuple[str, int], ...]:

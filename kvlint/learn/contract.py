@@ -48,8 +48,9 @@ What fixes may call, and where they import it from:
   mark, `write_loc_is_physical`), and whether a write door checks the mark.
 - `pool-classes`: classes that assign a buffer attribute (`self.k_buffer = ...`)
   and their subclasses; `host-cache-classes`: `HostKVCache` (configurable) and
-  its subclasses; `page-split-paths`: the directories of pools whose allocation
-  states a page-size dim (`torch.zeros((layers, pages, page_size, ...))`).
+  its subclasses; `page-split-pools`: the pools whose allocation is page-split,
+  `(pages, page_size, ...)` (`torch.zeros((layers, pages, page_size, ...))`), and
+  their subclasses (`kvlint.learn.pools`).
   Class hierarchies are read from `class X(Base):` headers across the tree.
 """
 
@@ -68,13 +69,13 @@ from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_def
 from kvlint.learn.doors import doors_by_mark, doors_by_name
 from kvlint.learn.gate import learn_mark_gate
 from kvlint.learn.installed_engine import Search, engine_package, locate_engine
+from kvlint.learn.pools import learn_pool_classes as _learn_pool_classes
 from kvlint.learn.scope import Asked, Scope
 from kvlint.learn.tree import (
     Learned as _Learned,
     imports_package,
     learn_door_checks as _learn_door_checks,
     learn_import_spellings as _learn_import_spellings,
-    learn_pool_classes as _learn_pool_classes,
 )
 
 # Markers of a project root: a package path never climbs past one.
@@ -170,11 +171,12 @@ def _auto(config: Config, *keys: str) -> bool:
 
 def _keys_to_fill(config: Config) -> set[str]:
     auto = {key for key in ("mark", "batch-mark", "layer-factory", "write-loc-module", "paged-helpers-module",
-                            "batch-factory", "mark-predicate", "pool-classes", "page-split-paths")
+                            "batch-factory", "mark-predicate", "pool-classes", "page-split-pools")
             if config.contract_value(key) == AUTO}
     # Learned alongside the values they belong to, never configured on their own.
     auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes",
-             "door-reasons", "mark-gate", "ungated-classes", "binding-methods", "admission"}
+             "door-reasons", "mark-gate", "ungated-classes", "binding-methods", "page-split-bases",
+             "unmarked-loc-attributes", "admission"}
     if config.contract_value("write-loc-class") == AUTO:
         auto.add("write-loc-class")
     if "write-doors" not in dict(config.contract):
@@ -201,6 +203,8 @@ def _learn_write_loc(contract: Contract, scope: Scope, learned: _Learned) -> Non
         learned.set("batch-mark", attribute, path, line)
     if klass.predicate is not None:
         learned.set("mark-predicate", klass.predicate[0], path, klass.predicate[1])
+    if klass.unmarked_locs:
+        learned.set("unmarked-loc-attributes", tuple(a for a, _ in klass.unmarked_locs), path, klass.unmarked_locs[0][1])
 
 
 def _learn_batch_mark(contract: Contract, config: Config, scope: Scope, learned: _Learned) -> None:

@@ -9,14 +9,13 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 from kvlint.api.config import Config
-from kvlint.api.contract import AUTO, Contract
+from kvlint.api.contract import Contract
 from kvlint.api.paths import display_path
-from kvlint.learn.memo import remembered
 from kvlint.learn.scope import Scope
 
 DOOR_DEF = re.compile(rb"def\s+_?set_\w*kv_buffer\s*\(")
@@ -203,7 +202,6 @@ def _below_package_root(path: Path, files: list[Path], counts: Mapping[str, int]
 
 
 _CLASS_HEADER = re.compile(rb"class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
-_BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*=")
 
 
 def subclasses(roots: set[str], bases: Mapping[str, set[str]]) -> set[str]:
@@ -239,117 +237,6 @@ def class_headers(data: bytes) -> tuple[tuple[str, tuple[str, ...]], ...]:
         names = {base.rsplit(b".", 1)[-1].decode("ascii", "replace") for base in re.split(rb"[,\s]+", match.group(2))}
         headers.append((match.group(1).decode(), tuple(sorted(name for name in names if name.isidentifier()))))
     return tuple(headers)
-
-
-def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned: Learned) -> None:
-    """Pool classes (own a buffer attribute), host caches, and where pools allocate page-split buffers."""
-    attributes = tuple(sorted({name for name in contract.buffer_accessors if not name.startswith("get_")}))
-    owners: set[str] = set()
-    split_dirs: dict[str, tuple[Path, int]] = {}
-    first: Optional[tuple[Path, int]] = None
-    for path, assignments in scope.survey(buffer_assignments, attributes).items():
-        for assignment in assignments:
-            owners.add(assignment.klass)
-            first = first or (path, assignment.klass_line)
-            if assignment.page_split:
-                directory = path.resolve().parent.as_posix()
-                split_dirs.setdefault(directory, (path, assignment.line))
-    if config.contract_value("pool-classes") == AUTO and first is not None:
-        learned.set("pool-classes", tuple(sorted(subclasses(owners, class_bases(scope)))), *first)
-    if config.contract_value("page-split-paths") == AUTO and split_dirs:
-        where = next(iter(split_dirs.values()))
-        learned.set("page-split-paths", tuple(sorted(split_dirs)), *where)
-    configured_hosts = config.contract_value("host-cache-classes")
-    roots = set(contract.host_cache_classes if configured_hosts == AUTO else configured_hosts)
-    hosts = subclasses(roots, class_bases(scope))
-    if hosts != roots:
-        learned.values["host-cache-classes"] = tuple(sorted(hosts))
-        learned.sources["host-cache-classes"] = f"learned: {', '.join(sorted(roots))} and their subclasses in the tree"
-
-
-@dataclass(frozen=True)
-class BufferAssignment:
-    """A `self.<buffer> = ...` of a pool: its class, whether it allocates page-split buffers, and
-    where (lines leave equality: `kvlint.learn.scope`)."""
-
-    klass: str
-    page_split: bool
-    klass_line: int = field(compare=False)
-    line: int = field(compare=False)
-
-
-def buffer_assignments(data: bytes, attributes: tuple[str, ...]) -> tuple[BufferAssignment, ...]:
-    """What `_buffer_assignments_of` reads of a file assigning a buffer attribute, remembered by its content."""
-    if not any(f"self.{name}".encode() in data for name in attributes):
-        return ()
-    if not any(m.group(1).decode() in attributes for m in _BUFFER_ASSIGN.finditer(data)):
-        return ()
-    return tuple(remembered("buffer-assignments", data, attributes, partial(_buffer_assignments_of, data, set(attributes))))
-
-
-def _buffer_assignments_of(data: bytes, attributes: set[str]) -> list[BufferAssignment]:
-    """Each `self.<buffer> = ...` of a file."""
-    lines = {data.count(b"\n", 0, match.start()) + 1 for match in _BUFFER_ASSIGN.finditer(data)
-             if match.group(1).decode() in attributes}
-    tree = parsed_tree(data)
-    if tree is None:
-        return []
-    return [
-        BufferAssignment(klass.name, node.value is not None and _allocates_page_split(node.value), klass.lineno, node.lineno)
-        for klass, node in _buffer_assignments(tree, lines, attributes)
-    ]
-
-
-def _buffer_assignments(
-    tree: ast.Module, lines: set[int], attributes: set[str]
-) -> Iterator[tuple[ast.ClassDef, ast.Assign | ast.AnnAssign]]:
-    """`self.<buffer> = ...` statements on `lines`, with their class; only the methods spanning
-    one of those lines are walked (a pool file is long, its allocations few)."""
-    pending: list[ast.AST] = list(tree.body)
-    while pending:
-        klass = pending.pop()
-        if not isinstance(klass, ast.ClassDef):
-            continue
-        for stmt in klass.body:
-            if isinstance(stmt, ast.ClassDef):
-                pending.append(stmt)
-                continue
-            end = getattr(stmt, "end_lineno", stmt.lineno) or stmt.lineno
-            if not any(stmt.lineno <= line <= end for line in lines):
-                continue
-            for node in ast.walk(stmt):
-                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.lineno in lines:
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    if any(_self_attribute(target) in attributes for target in targets):
-                        yield klass, node
-
-
-def _self_attribute(target: ast.expr) -> Optional[str]:
-    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
-        return target.attr
-    return None
-
-
-def _allocates_page_split(value: ast.expr) -> bool:
-    """`torch.zeros((..., page_size, ...))` (or `empty`, a list of them): a shape stating a page-size dim."""
-    for node in ast.walk(value):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        if node.func.attr not in ("zeros", "empty", "ones", "full", "randn"):
-            continue
-        dims: list[ast.expr] = []
-        if node.args and isinstance(node.args[0], (ast.Tuple, ast.List)):
-            dims = list(node.args[0].elts)
-        elif node.args:
-            dims = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
-        if any(_names_page_size(dim) for dim in dims[:-1]):
-            return True
-    return False
-
-
-def _names_page_size(node: ast.expr) -> bool:
-    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
-    return isinstance(name, str) and ("page_size" in name or "PAGE_SIZE" in name)
 
 
 def learn_door_checks(contract: Contract, learned: Learned, scope: Scope) -> None:

@@ -69,7 +69,7 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     source = parsed.decode(module.encoding)
 
     # CPython's tree of the parsed text places flagged nodes; a skeleton's is parsed only if one is flagged.
-    checked = check_module(request, module, source, tree if parsed is data else None)
+    checked = check_module(request, module, source, tree if parsed is data else None, data)
     errors.extend(checked.errors)
     fixed_source: Optional[bytes] = None
     if request.fix is not None and any(_applies(v, request.fix) for v in checked.violations):
@@ -187,13 +187,19 @@ class ModuleCheck:
 
 
 def check_module(
-    request: CheckRequest, module: cst.Module, source: Optional[str] = None, tree: Optional[ast.Module] = None
+    request: CheckRequest,
+    module: cst.Module,
+    source: Optional[str] = None,
+    tree: Optional[ast.Module] = None,
+    whole_data: Optional[bytes] = None,
 ) -> ModuleCheck:
     """What `request`'s per-file rules report on `module` (project rules' facts are `check_bytes`' business).
 
-    `source`: `module.code`, when the caller has it already; `tree`: CPython's tree of it, when the caller has that.
+    `source`: `module.code`, when the caller has it already; `tree`: CPython's tree of it, when the caller has that;
+    `whole_data`: the file's bytes, where `module` may be a skeleton of them.
     """
-    ctx = FileContext(request.path, module, request.contract, helpers=request.helpers, source=source)
+    ctx = FileContext(request.path, module, request.contract, helpers=request.helpers, source=source,
+                      whole_data=whole_data)
     errors = _run_rules(ctx, request.rules)
     findings, kept, open_suppressions = _to_findings(request, module, ctx.violations, source, tree)
     return ModuleCheck(findings, kept, errors, open_suppressions)

@@ -8,6 +8,9 @@ a function boundary) plus the module's imports and the names it defines, so
 
 - every module-level statement that is not a `def` or `class` (imports above all);
 - every function or method whose text passes a rule's trigger words, whole;
+- in a class with such a method, its `__init__`, its annotations and the
+  methods calling a kept one on `self`, whole (what the class's attributes
+  are, what its helpers are passed: `_pool_origin`, `_own_allocation`);
 - the header of every other `def` and `class`, its body reduced to `pass`.
 
 Removed lines become empty lines, so positions in the skeleton are positions
@@ -64,14 +67,26 @@ class _Cutter:
                 self._pass_at(first_body_line)
             return
         has_definitions = False
+        # Where a method is checked, the class's `__init__` and annotations say what its attributes
+        # are (a pool's class, a buffer the model allocates): the layout rules read them.
+        wanted = [member.name for member in node.body if isinstance(member, _Def) and self._wanted(member)]
+        typed = bool(wanted)
         for member in node.body:
-            if isinstance(member, (*_Def, ast.ClassDef)):
+            if typed and (isinstance(member, ast.AnnAssign) or (isinstance(member, _Def) and (
+                member.name == "__init__" or self._calls(member, wanted)))):
+                has_definitions = True
+            elif isinstance(member, (*_Def, ast.ClassDef)):
                 self.definition(member)
                 has_definitions = True
             else:
                 self._blank(member.lineno, member.end_lineno or member.lineno)
         if not has_definitions:
             self._pass_at(first_body_line)
+
+    def _calls(self, node: ast.stmt, methods: list[str]) -> bool:
+        """Whether a method calls one of `methods` on `self`: what it passes says where their parameters come from."""
+        text = b"".join(self.original[_start(node) - 1 : node.end_lineno])
+        return any(f"self.{name}(".encode() in text for name in methods)
 
     def _wanted(self, node: ast.stmt) -> bool:
         text = b"".join(self.original[_start(node) - 1 : node.end_lineno])

@@ -45,7 +45,7 @@ class TritonAttnBackend:
         )
         swa_out_cache_loc = None
         if self.sliding_window_size is not None:
-            swa_out_cache_loc = self.kv_index_translator.swa_write_ids(forward_batch)
+            swa_out_cache_loc = self.kv_index_translator.write_ids(forward_batch, kind="sliding_window")
         self.forward_metadata = ForwardMetadata(kv_indptr, kv_indices, swa_out_cache_loc=swa_out_cache_loc)
 
     def _set_kv_buffer(self, forward_batch: ForwardBatch, layer, loc_info, k, v):

@@ -15,7 +15,9 @@ A value is paged KV when, inside one function, it comes from
 * a local whose reaching definition is one of the above (assignment, tuple
   unpacking, `for buf in self.k_buffer`), per `kvlint.analysis.dataflow`;
 * a parameter whose name matches the contract's `kv-name-fallback` pattern
-  (names alone are a weaker signal, so only parameters get it). Such a value
+  (names alone are a weaker signal, so only parameters get it), unless every
+  call of its function in the file passes a tensor the caller allocated
+  (`_own_allocation`: a model's own `register_buffer` cache). Such a value
   has the `NAMED_LAYOUT`: dims unknown, and paged KV by its name only. It does
   not survive `.to(...)`/`.type(...)`, which keep a pool view only when the
   dtype already matches (a name guess and a dtype guess together are no
@@ -30,9 +32,13 @@ own allocation, whose layout the pool itself chose; inside a host cache
 
 Alongside "is it paged KV" the tracker keeps a `Layout`: what each dim holds,
 where the code states it. A buffer accessor's per-layer form is `(slots, row)`
-(`(slots, H, D)` or `(slots, D)`), except in files under a `page-split-paths`
-directory, whose pools allocate `(pages, page_size, ...)` buffers: there dim 0
-may hold pages, and is unknown. The paged helpers give `(pages, in-page, ...)`;
+(`(slots, H, D)` or `(slots, D)`) where every pool its receiver may be
+allocates slot-major buffers; where the receiver is a page-split pool
+(`(pages, page_size, ...)`, `_pool_origin`) dim 0 holds pages, and is unknown;
+where it may be either (its class unknown while the tree has page-split pools,
+or typed as a base of one) dim 0 is `MAYBE_SLOTS`: slots if the pool is the
+slot-major kind, which no rule relies on but KV201's fix, offered as unsafe.
+The paged helpers give `(pages, in-page, ...)`;
 `.view(-1, page_size, *row)` of a `(slots, ...)` tensor gives
 `(pages, in-page, row...)`; slices keep the layout; merging the page and
 in-page dims (`.flatten(0, 1)`) gives `(slots, ...)` back. Anything else is an
@@ -48,7 +54,10 @@ import libcst as cst
 from kvlint.api.contract import DEFAULT_KV_NAME_FALLBACK, PAGED_HELPERS, Contract
 from kvlint.analysis.dataflow import Definition, function_flow
 from kvlint.analysis.index import callee_name, module_index, trailing_name
-from kvlint.rules.layout._view_shape import is_minus_one, is_page_split
+from kvlint.rules.layout._view_shape import Bound, is_minus_one, is_page_split, unbound
+from kvlint.rules.layout._aliases import bound_in
+from kvlint.rules.layout._own_allocation import fed_own_allocations
+from kvlint.rules.layout._pool_origin import EITHER, STRIDED, PoolOrigin, pool_origin
 from kvlint.rules.layout._kept import keeps_if_dtype_matches, kept_tensor, paged_helper
 from kvlint.api.rule import FileContext
 
@@ -62,6 +71,8 @@ ROW = "row"
 UNKNOWN = "?"
 # Dim 0 of a parameter that is paged KV by its name only (the fallback): unknown, and a guess.
 NAMED = "named?"
+# Dim 0 of a buffer whose pool may be slot-major or page-split: slots or pages.
+MAYBE_SLOTS = "slots?"
 # Any number of further dims, unknown.
 REST = "..."
 
@@ -85,7 +96,6 @@ class PagedKV:
         self._ctx = ctx
         self._accessors = frozenset(ctx.contract.buffer_accessors)
         contract = ctx.contract
-        self._accessor_layout = UNKNOWN_LAYOUT if contract.in_page_split_path(ctx.path) else ACCESSOR_LAYOUT
         owners = frozenset((*contract.pool_classes, *contract.host_cache_classes))
         self._own_methods = frozenset(
             id(function) for function, klass in module_index(ctx).functions if klass is not None and klass.name.value in owners
@@ -115,7 +125,7 @@ class PagedKV:
                 if self._own(expr.value, function):
                     return None
                 # `self.k_buffer[i]`: one layer's buffer; `get_kv_buffer(i)[0]`: one half of the pair.
-                return self._accessor_layout
+                return self._buffer_layout(_receiver(expr.value), function)
             if not _keeps_paged(expr):
                 return None
             inner = self._expr(expr.value, function, seen)
@@ -138,7 +148,7 @@ class PagedKV:
         if name in self._accessors:
             if isinstance(call.func, cst.Attribute) and self._own(call.func, function):
                 return None
-            return self._accessor_layout
+            return self._buffer_layout(_receiver(call.func), function)
         if name in _HELPER_LAYOUTS:
             return _HELPER_LAYOUTS[name]
         # Across calls (`_kept`): a tensor-keeping call keeps its tensor (and layout); a paged
@@ -149,7 +159,7 @@ class PagedKV:
             return None if inner == NAMED_LAYOUT and keeps_if_dtype_matches(call) else inner
         helper = paged_helper(self._ctx, call, function)
         if helper is not None:
-            return self._accessor_layout if helper.returns_accessor else UNKNOWN_LAYOUT
+            return self._buffer_layout(None, function) if helper.returns_accessor else UNKNOWN_LAYOUT
         if not isinstance(call.func, cst.Attribute) or name not in ("view", "flatten", "reshape"):
             return None
         if name != "view":
@@ -159,7 +169,7 @@ class PagedKV:
         inner = self._expr(call.func.value, function, seen)
         if inner is None:
             return None
-        return viewed_layout(call.args, inner)
+        return viewed_layout(call.args, inner, bound_in(self._ctx, function))
 
     def _is_local(self, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> bool:
         """A local named like an accessor (`k_buffer = pool.get_key_buffer(i)`) is a tensor, not the
@@ -177,7 +187,10 @@ class PagedKV:
             return None
         seen = seen | {key}
         if definition.kind == "param":
-            return NAMED_LAYOUT if self._ctx.contract.kv_name_pattern.match(definition.target.value) else None
+            name = definition.target.value
+            if not self._ctx.contract.kv_name_pattern.match(name) or fed_own_allocations(self._ctx, function, name):
+                return None
+            return NAMED_LAYOUT
         if definition.kind in ("assign", "walrus") and definition.value is not None:
             return self._expr(definition.value, function, seen)
         if definition.kind == "unpack" and definition.source is not None:
@@ -189,20 +202,69 @@ class PagedKV:
             # `for buf in self.k_buffer`: the per-layer buffers themselves.
             if trailing_name(definition.source) not in self._accessors:
                 return None
-            return None if self._own(definition.source, function) else self._accessor_layout
+            return None if self._own(definition.source, function) else self._buffer_layout(_receiver(definition.source), function)
+        return None
+
+    def _buffer_layout(self, receiver: Optional[cst.BaseExpression], function: Optional[cst.FunctionDef]) -> Layout:
+        """A per-layer buffer's layout, by the pools `receiver` (None: not in this file) may be."""
+        verdict = pool_origin(self._ctx, receiver, function).verdict
+        if verdict == STRIDED:
+            return ACCESSOR_LAYOUT
+        return (MAYBE_SLOTS, REST) if verdict == EITHER else UNKNOWN_LAYOUT
+
+    def buffer_origin(self, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> Optional[PoolOrigin]:
+        """The pool the buffer under `expr` comes from, followed as `layout` follows it; None if none is reached."""
+        return self._origin(expr, function, 0)
+
+    def _origin(self, expr: cst.BaseExpression, function: Optional[cst.FunctionDef], depth: int) -> Optional[PoolOrigin]:
+        if depth > 12:
+            return None
+        if isinstance(expr, cst.Call):
+            if callee_name(expr) in self._accessors:
+                return pool_origin(self._ctx, _receiver(expr.func), function)
+            if paged_helper(self._ctx, expr, function) is not None:
+                return pool_origin(self._ctx, None, function)
+            inner = kept_tensor(expr)
+            if inner is None and isinstance(expr.func, cst.Attribute):
+                inner = expr.func.value
+            return self._origin(inner, function, depth + 1) if inner is not None else None
+        if isinstance(expr, cst.Subscript):
+            if trailing_name(expr.value) in self._accessors and not self._is_local(expr.value, function):
+                return pool_origin(self._ctx, _receiver(expr.value), function)
+            return self._origin(expr.value, function, depth + 1)
+        if isinstance(expr, cst.Name) and function is not None:
+            for definition in function_flow(self._ctx, function).reaching(expr) or ():
+                source = definition.value if definition.kind in ("assign", "walrus") else definition.source
+                if definition.kind == "for" and source is not None and trailing_name(source) in self._accessors:
+                    return pool_origin(self._ctx, _receiver(source), function)
+                found = self._origin(source, function, depth + 1) if source is not None else None
+                if found is not None:
+                    return found
         return None
 
 
-def viewed_layout(args: Sequence[cst.Arg], inner: Layout) -> Layout:
-    """The layout of `x.view(*args)` for `x` of layout `inner`."""
+def _receiver(accessor: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`pool` of `pool.get_key_buffer` or `pool.k_buffer`; None for a bare name."""
+    return accessor.value if isinstance(accessor, cst.Attribute) else None
+
+
+def viewed_layout(args: Sequence[cst.Arg], inner: Layout, bound: Bound = unbound) -> Layout:
+    """The layout of `x.view(*args)` for `x` of layout `inner` (`bound`: what local names in the shape stand for)."""
     if len(args) == 1 and _is_dtype(args[0]):
         return inner
-    if inner[0] == SLOTS and is_page_split(args):
+    if inner[0] == SLOTS and is_page_split(args, bound):
         trailing = args[2:]
         if any(arg.star for arg in trailing):
             return (PAGES, IN_PAGE, REST)
         return (PAGES, IN_PAGE, *([ROW] * len(trailing)))
     return unknown_like(inner)
+
+
+def by_name_only(layout: Layout, code: str) -> str:
+    """The clause a finding on a value paged KV by its name alone adds ("" for any other)."""
+    if layout[0] != NAMED:
+        return ""
+    return f"; `{code}` is taken for paged KV by its name alone (its origin is unknown)"
 
 
 def unknown_like(inner: Layout) -> Layout:

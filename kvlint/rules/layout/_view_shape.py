@@ -7,12 +7,16 @@ no single stride per dim can express once the slot stride is a whole entry.
 The two are exclusive: a regroup is reported by KV203 only.
 
 The predicates read spelling, not values: a page size is what is *named*
-like one (`page_size`, `self.page_size`, `PAGE_SIZE`) or the literal `1`.
+like one (`page_size`, `self.page_size`, `PAGE_SIZE`) or the literal `1`, and
+a page count is `-1`, a floor division by a page size, or a name counting pages
+or blocks (`num_pages`, `num_blocks`). A local bound to one of those names
+(`ps = self.page_size`, `n = k.shape[0] // ps`) counts as what it is bound to:
+the caller passes `bound`, which answers from the function's data flow.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
 import libcst as cst
 
@@ -35,26 +39,50 @@ PAGE_SIZE_WORDS = ("page_size", "PAGE_SIZE", "-1, 1", "-1,1")
 REGROUP_WORDS = ("head", "Head", "HEAD", "page_size", "PAGE_SIZE")
 
 
-def is_page_size(expr: cst.BaseExpression) -> bool:
-    """`page_size`, `self.page_size`, `PAGE_SIZE`, `pool.index_page_size`, or the literal `1`."""
+# The one value a local name is bound to where the view is (None: a parameter, several
+# definitions, or not a local): how `ps = self.page_size` makes `ps` a page size.
+Bound = Callable[["cst.Name"], Optional["cst.BaseExpression"]]
+# How many aliases deep a name is followed (`ps = page_size = self.page_size`).
+_ALIAS_DEPTH = 4
+
+
+def unbound(_name: cst.Name) -> Optional[cst.BaseExpression]:
+    """No local is followed: the spelling alone decides."""
+    return None
+
+
+def is_page_size(expr: cst.BaseExpression, bound: Bound = unbound) -> bool:
+    """`page_size`, `self.page_size`, `PAGE_SIZE`, `pool.index_page_size`, a local bound to one, or the literal `1`."""
     if isinstance(expr, cst.Integer):
         return expr.evaluated_value == 1
-    return _names_page_size(expr)
+    return _names_page_size(expr, bound)
 
 
-def _names_page_size(expr: cst.BaseExpression) -> bool:
+def _names_page_size(expr: cst.BaseExpression, bound: Bound = unbound) -> bool:
+    return _named(expr, bound, lambda name: "page_size" in name or "PAGE_SIZE" in name)
+
+
+def _named(expr: cst.BaseExpression, bound: Bound, test: Callable[[str], bool], depth: int = 0) -> bool:
+    """Whether `expr`'s trailing name passes `test`, or it is a local bound to an expression whose does."""
     name = trailing_name(expr)
-    return name is not None and ("page_size" in name or "PAGE_SIZE" in name)
+    if name is not None and test(name):
+        return True
+    value = bound(expr) if isinstance(expr, cst.Name) and depth < _ALIAS_DEPTH else None
+    return value is not None and _named(value, bound, test, depth + 1)
 
 
-def is_page_count(expr: cst.BaseExpression) -> bool:
-    """The leading dim of a paged view: `-1`, `n // page_size`, or a name like `num_pages`."""
+def is_page_count(expr: cst.BaseExpression, bound: Bound = unbound, depth: int = 0) -> bool:
+    """The leading dim of a paged view: `-1`, `n // page_size`, a name like `num_pages` or
+    `num_blocks`, or a local bound to one of those."""
     if is_minus_one(expr):
         return True
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.FloorDivide):
-        return is_page_size(expr.right)
+        return is_page_size(expr.right, bound)
     name = trailing_name(expr)
-    return name is not None and "pages" in name.lower()
+    if name is not None and ("pages" in name.lower() or "blocks" in name.lower()):
+        return True
+    value = bound(expr) if isinstance(expr, cst.Name) and depth < _ALIAS_DEPTH else None
+    return value is not None and is_page_count(value, bound, depth + 1)
 
 
 def _names_head_count(expr: cst.BaseExpression) -> bool:
@@ -85,27 +113,27 @@ def _regroups_heads(expr: cst.BaseExpression, last: bool) -> bool:
     return False
 
 
-def _merges_into_page_dim(expr: cst.BaseExpression) -> bool:
+def _merges_into_page_dim(expr: cst.BaseExpression, bound: Bound) -> bool:
     return (
         isinstance(expr, cst.BinaryOperation)
         and isinstance(expr.operator, cst.Multiply)
-        and (_names_page_size(expr.left) or _names_page_size(expr.right))
+        and (_names_page_size(expr.left, bound) or _names_page_size(expr.right, bound))
     )
 
 
-def is_head_regroup(args: Sequence[cst.Arg]) -> bool:
+def is_head_regroup(args: Sequence[cst.Arg], bound: Bound = unbound) -> bool:
     """A paging view that regroups heads: `view(-1, ps * g, heads // g, D)` and kin."""
     if len(args) < 2 or any(arg.keyword is not None or arg.star for arg in args):
         return False
-    if not is_page_count(args[0].value):
+    if not is_page_count(args[0].value, bound):
         return False
     last = len(args) - 1
-    return _merges_into_page_dim(args[1].value) or any(
+    return _merges_into_page_dim(args[1].value, bound) or any(
         _regroups_heads(arg.value, i == last) for i, arg in enumerate(args) if i >= 1
     )
 
 
-def is_page_split(args: Sequence[cst.Arg]) -> bool:
+def is_page_split(args: Sequence[cst.Arg], bound: Bound = unbound) -> bool:
     """`view(-1, page_size, *dims)` with at least one trailing dim (a row), and no regroup.
 
     A trailing `*expr` counts as dims. Keywords are not a shape `.view` accepts.
@@ -115,7 +143,7 @@ def is_page_split(args: Sequence[cst.Arg]) -> bool:
     leading, page, trailing = args[0], args[1], args[2:]
     if leading.star or page.star or any(arg.star for arg in trailing[:-1]):
         return False
-    if not (is_page_count(leading.value) and is_page_size(page.value)):
+    if not (is_page_count(leading.value, bound) and is_page_size(page.value, bound)):
         return False
     # A literal 1 is a page size only right after -1 (`view(-1, 1, H, D)`); after
     # a named count it is as likely a singleton dim of some other layout.
@@ -125,7 +153,7 @@ def is_page_split(args: Sequence[cst.Arg]) -> bool:
     # format) the 1 is a singleton dim of another layout, not the page size.
     if isinstance(page.value, cst.Integer) and any(_names_page_size(arg.value) for arg in trailing):
         return False
-    return not is_head_regroup(args)
+    return not is_head_regroup(args, bound)
 
 
 def _minus_one_then(leading: cst.Arg) -> bool:

@@ -8,8 +8,9 @@ import libcst as cst
 
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Rule
+from kvlint.rules.layout._aliases import bound_in
 from kvlint.rules.layout._candidates import MayHoldLayoutFinding
-from kvlint.rules.layout._paged_kv import paged_kv, paged_kv_trigger
+from kvlint.rules.layout._paged_kv import by_name_only, paged_kv, paged_kv_trigger
 from kvlint.rules.layout._view_shape import REGROUP_WORDS, is_head_regroup
 from kvlint.analysis.index import module_index
 from kvlint.analysis.walk import code_children
@@ -105,6 +106,12 @@ class HeadRegroupView(MayHoldLayoutFinding, Rule):
         Invalid("def f(v_cache, page_size, g, layer):\n    return v_cache.view(-1, page_size, layer.tp_v_head_num // g, layer.v_head_dim)\n"),
         # A factor merged into the page dim, heads split in two dims.
         Invalid("def f(pool, g, page_size):\n    return pool.get_value_buffer(0).view(-1, page_size * g, 2, 128)\n"),
+        # The page size through a local alias, the page count named as blocks.
+        Invalid(
+            "def f(self, pool, g, num_blocks):\n"
+            "    ps = self.page_size\n"
+            "    return pool.get_value_buffer(0).view(num_blocks, ps * g, 2, 128)\n"
+        ),
     ]
 
     @classmethod
@@ -115,10 +122,11 @@ class HeadRegroupView(MayHoldLayoutFinding, Rule):
         tracker = paged_kv(ctx)
         for site in module_index(ctx).calls("view"):
             call = site.call
-            if not isinstance(call.func, cst.Attribute) or not is_head_regroup(call.args):
+            if not isinstance(call.func, cst.Attribute) or not is_head_regroup(call.args, bound_in(ctx, site.function)):
                 continue
             tensor = call.func.value
-            if not tracker.holds(tensor, site.function):
+            layout = tracker.layout(tensor, site.function)
+            if layout is None:
                 continue
             if ctx.source_of(tensor) in _asserted_contiguous(ctx, site.function):
                 continue
@@ -128,7 +136,7 @@ class HeadRegroupView(MayHoldLayoutFinding, Rule):
                 f"this `.view` regroups heads of paged KV `{name}` into pseudo-pages: it raises on a token-major "
                 f"(strided) view and no single stride can express it; state the exclusion, e.g. "
                 f'`assert {name}.is_contiguous(), f"head regroup needs a contiguous paged KV view; '
-                f'strides {{{name}.stride()}}"`',
+                f'strides {{{name}.stride()}}"`' + by_name_only(layout, name),
             )
 
 

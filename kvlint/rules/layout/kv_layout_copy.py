@@ -18,6 +18,7 @@ from kvlint.rules.layout._paged_kv import (
     ROW,
     SLOTS,
     Layout,
+    by_name_only,
     flatten_range,
     merges_pages,
     paged_kv,
@@ -69,9 +70,9 @@ class KvLayoutCopy(MayHoldLayoutFinding, Rule):
     `(pages, page_size, H, D)` view) is a view on a token-major pool and is
     silent; so is a reshape that keeps the tensor's last two dims as they are
     (`x.reshape(-1, 1, x.shape[-2], x.shape[-1])`). Where the code does not
-    say what dim 0 holds (a parameter named like a cache; a buffer in a
-    directory whose pools allocate page-split buffers), only `.contiguous()`
-    and a whole `.flatten()` are reported.
+    say what dim 0 holds (a parameter named like a cache; a buffer of a pool
+    that allocates page-split buffers, or may: its class unknown in a tree that
+    has such pools), only `.contiguous()` and a whole `.flatten()` are reported.
 
     Not pool views, never flagged: a host cache's buffers (`HostKVCache` and
     its subclasses, by class hierarchy across the tree, `host-cache-classes`)
@@ -112,7 +113,7 @@ class KvLayoutCopy(MayHoldLayoutFinding, Rule):
 
     ## Options
     `buffer-accessors`, `kv-name-fallback`, `pool-classes`, `host-cache-classes`
-    and `page-split-paths` in `[tool.kvlint.contract]`, e.g.
+    and `page-split-pools` in `[tool.kvlint.contract]`, e.g.
     `host-cache-classes = ["HostKVCache", "CpuPageCache"]` where a codebase
     spells its host caches differently (their subclasses are found in the
     tree), `pool-classes = [...]` to replace the learned list.
@@ -148,8 +149,11 @@ class KvLayoutCopy(MayHoldLayoutFinding, Rule):
         # first two dims may be the page merge, so it is not reported.
         Valid("def f(k_cache, loc):\n    return k_cache.flatten(0, 1)[loc]\n"),
         Valid(
-            "def f(self, i):\n    return self.swa_kv_pool.kv_buffer[i].flatten(0, 1)\n",
-            contract={"page-split-paths": "."},
+            "class Backend:\n"
+            "    swa_kv_pool: NPUPool\n\n"
+            "    def f(self, i):\n"
+            "        return self.swa_kv_pool.kv_buffer[i].flatten(0, 1)\n",
+            contract={"page-split-pools": "NPUPool"},
         ),
         # A host cache's pages (`HostKVCache` and its subclasses) are CPU copies, not pool views.
         Valid(
@@ -165,6 +169,20 @@ class KvLayoutCopy(MayHoldLayoutFinding, Rule):
             "    def offload_buffers(self, i):\n"
             "        return [self.k_buffer[i].flatten(0, 1), self.v_buffer[i].flatten(0, 1)]\n",
             contract={"pool-classes": "NPUPool"},
+        ),
+        # A model's own cache, whatever its name: allocated by the code (`register_buffer`,
+        # `torch.zeros`), and a helper parameter every call in the file feeds one of them.
+        Valid(
+            "import torch\n\n"
+            "class Attention(nn.Module):\n"
+            "    def __init__(self):\n"
+            '        self.register_buffer("k_cache", torch.zeros(8, 4096, 4, 64))\n'
+            "        self.v_cache = torch.zeros(8, 4096, 4, 64)\n\n"
+            "    def forward(self, q, n):\n"
+            "        k_cache = self.k_cache[:, :n]\n"
+            "        return self._attend(q, k_cache, self.v_cache[:, :n]), self.k_cache[:, :n].contiguous()\n\n"
+            "    def _attend(self, q, k_cache, v_cache):\n"
+            "        return fused(q, k_cache.contiguous(), v_cache.contiguous())\n"
         ),
         # `torch` shadowed by a parameter is not the torch module.
         Valid("import torch\n\ndef f(torch, k_cache):\n    return torch.reshape(k_cache, (-1,))\n"),
@@ -224,7 +242,7 @@ class KvLayoutCopy(MayHoldLayoutFinding, Rule):
                 f"`{copy}` on paged KV `{ctx.code_for(tensor)}` packs a copy: on a "
                 f"token-major pool it drops the entry stride and copies every row, and writes to the copy never "
                 f"reach the pool; keep the view (`paged_view`) or make the copy explicit, with a comment saying why"
-                + helper_origin(ctx, tensor, site.function),
+                + by_name_only(layout, ctx.code_for(tensor)) + helper_origin(ctx, tensor, site.function),
             )
         for use in helper_uses(ctx, (PACKS, MERGES_DIM0)):
             ctx.report(

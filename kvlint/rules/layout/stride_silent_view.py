@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional, Sequence
+from typing import Optional
 
 import libcst as cst
 
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
+from kvlint.rules.layout._aliases import bound_in
 from kvlint.rules.layout._candidates import MayHoldLayoutFinding
-from kvlint.rules.layout._paged_kv import SLOTS, paged_kv, paged_kv_trigger
+from kvlint.rules.layout._paged_view_fix import paged_view_fix
+from kvlint.rules.layout._paged_kv import MAYBE_SLOTS, SLOTS, by_name_only, paged_kv, paged_kv_trigger
+from kvlint.rules.layout._pool_origin import STRIDED, PoolOrigin
 from kvlint.rules.layout._view_shape import PAGE_SIZE_WORDS, is_page_split
 from kvlint.rules.layout._kept import helper_origin
 from kvlint.rules.layout._through_helpers import NO_FIX_AT_CALL, helper_uses
@@ -99,14 +102,19 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
     ## Fix safety
     Safe only where dim 0 is known to hold slots: the value is a buffer
     accessor's per-layer `(slots, H, D)` or `(slots, D)` result (or a slice of
-    one) outside a directory whose pools allocate page-split buffers
-    (`page-split-paths`, learned from allocations such as
-    `torch.zeros((layers, pages, page_size, 1, D))`). A parameter named like a
-    cache, or a buffer next to a page-split pool, may already be
-    `(pages, page_size, H, D)`: the helpers would assert or return a wrong
-    shape, so the finding has no fix and its message says what kvlint could
-    not know. The fix is unsafe, and says so, when the scanned tree defines no
-    paged helper and `paged-helpers-module` is not pinned.
+    one) of a pool that allocates slot-major buffers. Whether a pool is
+    page-split is decided by its class (`page-split-pools`, learned from what
+    each pool class allocates: `torch.zeros((layers, pages, page_size, 1, D))`
+    is page-split, `(size + page_size, H, D)` is not), and the receiver's class
+    by what the file states (a constructor call, an annotation, an attribute
+    assigned one), never by a folder. A buffer of a page-split pool, or a
+    parameter named like a cache, may already be `(pages, page_size, H, D)`:
+    the helpers would assert or return a wrong shape, so the finding has no
+    fix and its message says what kvlint could not know. Where the receiver's
+    class is unknown (or a base of a page-split pool) and the tree has a
+    page-split pool, the fix is unsafe and the message names that pool. The
+    fix is unsafe, and says so, too when the scanned tree defines no paged
+    helper and `paged-helpers-module` is not pinned.
 
     Where it is offered: on a contiguous buffer each helper returns exactly what the `.view`
     returned (same shape, strides and storage); on a token-major view it
@@ -123,9 +131,9 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
     file already has it.
 
     ## Options
-    `buffer-accessors`, `kv-name-fallback`, `paged-helpers-module` in
-    `[tool.kvlint.contract]`; the helpers the module defines are learned from
-    the scanned tree.
+    `buffer-accessors`, `kv-name-fallback`, `paged-helpers-module`,
+    `page-split-pools` in `[tool.kvlint.contract]`; the helpers the module
+    defines and the page-split pools are learned from the scanned tree.
     """
 
     code = "KV201"
@@ -149,6 +157,14 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
         Valid("def f(k_cache, block):\n    return k_cache.view(-1, block, 8, 128)\n"),
         # The parameter name is not a KV cache name.
         Valid("def f(cache, page_size):\n    return cache.view(-1, page_size, 8, 128)\n"),
+        # A local bound to something other than a page size, or to a page size on one path only.
+        Valid(
+            "def f(self, pool, flag):\n"
+            "    k = pool.get_key_buffer(0)\n"
+            "    blk = self.block_len\n"
+            "    n = self.page_size if flag else self.chunk\n"
+            "    return k.view(-1, blk, 8, 128), k.view(-1, n, 8, 128)\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -236,22 +252,79 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
         ),
     ]
 
+    # The forms the forks use: the page size through a local alias, the page count named or computed.
+    INVALID += [
+        Invalid(
+            "def decode(self, pool, layer):\n"
+            "    ps = self.page_size\n"
+            "    k = pool.get_key_buffer(layer.layer_id)\n"
+            "    return k.view(-1, ps, layer.tp_k_head_num, layer.head_dim)\n",
+            expected_replacement="from runtime_shim.paged import paged_kv_view\n\n"
+            "def decode(self, pool, layer):\n"
+            "    ps = self.page_size\n"
+            "    k = pool.get_key_buffer(layer.layer_id)\n"
+            "    return paged_kv_view(k, ps, layer.tp_k_head_num, layer.head_dim)\n",
+            contract=_RUNTIME_SHIM,
+        ),
+        Invalid(
+            "def decode(self, pool, num_blocks):\n"
+            "    ps = self.page_size\n"
+            "    k_cache = pool.get_key_buffer(0)\n"
+            "    num_pages = k_cache.shape[0] // ps\n"
+            "    return k_cache.view(num_pages, ps, 8, 128), k_cache.view(num_blocks, self.page_size, 1024)\n",
+            expected_replacement="from runtime_shim.paged import paged_kv_view, paged_row_view\n\n"
+            "def decode(self, pool, num_blocks):\n"
+            "    ps = self.page_size\n"
+            "    k_cache = pool.get_key_buffer(0)\n"
+            "    num_pages = k_cache.shape[0] // ps\n"
+            "    return paged_kv_view(k_cache, ps, 8, 128), paged_row_view(k_cache, self.page_size)\n",
+            contract=_RUNTIME_SHIM,
+            expected_count=2,
+        ),
+    ]
     # Where dim 0 is not known to hold slots the finding stays, with no safe fix.
     INVALID += [
         # A parameter named like a cache (the fallback): its dims are not stated.
         Invalid("def f(self, k_cache_raw, layer):\n    return k_cache_raw.view(-1, self.page_size, 8, 128)\n"),
         # A buffer of a pool that allocates page-split `(pages, page_size, H, D)` buffers
-        # (`page-split-paths` holds this file's directory): dim 0 may hold pages.
+        # (`page-split-pools`, learned from what each pool class allocates): dim 0 holds pages.
+        Invalid(
+            "def f(self, layer, pool: NPUPool):\n"
+            "    v = pool.get_value_buffer(layer.layer_id)\n"
+            "    return v.view(-1, self.page_size, layer.tp_v_head_num * layer.v_head_dim)\n",
+            contract={"page-split-pools": "NPUPool"},
+        ),
+        # A pool of unknown class in a tree that has a page-split pool: the fix is unsafe.
         Invalid(
             "def f(self, layer):\n"
             "    v = self.token_to_kv_pool.get_value_buffer(layer.layer_id)\n"
             "    return v.view(-1, self.page_size, layer.tp_v_head_num * layer.v_head_dim)\n",
-            contract={"page-split-paths": "."},
+            contract={"page-split-pools": "NPUPool"},
         ),
         # The tree defines no paged helper: the finding says so and its fix is unsafe.
         Invalid(
             "def f(pool, layer, page_size):\n    return pool.get_key_buffer(0).view(-1, page_size, 8, 128)\n",
             contract={"missing": "paged-helpers-module"},
+        ),
+    ]
+    # The pool class the buffer comes from decides, not the folder: a slot-major pool's buffer
+    # keeps its fix in a tree with a page-split pool (typed by a constructor or an annotation).
+    INVALID += [
+        Invalid(
+            "class Backend:\n"
+            "    def __init__(self, size):\n"
+            "        self.pool = MHAPool(size)\n\n"
+            "    def decode(self, layer):\n"
+            "        k = self.pool.get_key_buffer(layer.layer_id)\n"
+            "        return k.view(-1, self.page_size, 8, 128)\n",
+            expected_replacement="from runtime_shim.paged import paged_kv_view\n\n"
+            "class Backend:\n"
+            "    def __init__(self, size):\n"
+            "        self.pool = MHAPool(size)\n\n"
+            "    def decode(self, layer):\n"
+            "        k = self.pool.get_key_buffer(layer.layer_id)\n"
+            "        return paged_kv_view(k, self.page_size, 8, 128)\n",
+            contract={**_RUNTIME_SHIM, "page-split-pools": "NPUPool"},
         ),
     ]
     VALID += [
@@ -276,7 +349,7 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
         tracker = paged_kv(ctx)
         for site in module_index(ctx).calls("view"):
             call = site.call
-            if not isinstance(call.func, cst.Attribute) or not is_page_split(call.args):
+            if not isinstance(call.func, cst.Attribute) or not is_page_split(call.args, bound_in(ctx, site.function)):
                 continue
             tensor = call.func.value
             layout = tracker.layout(tensor, site.function)
@@ -289,13 +362,20 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
                 f"Page it with `paged_view`, `paged_row_view` or `paged_kv_view`"
             )
             fix: Optional[Replacement] = None
-            if layout[0] != SLOTS:
+            origin = tracker.buffer_origin(tensor, site.function)
+            if layout[0] not in (SLOTS, MAYBE_SLOTS):
                 message += (
                     f"; no fix: kvlint cannot tell whether dim 0 of `{ctx.code_for(tensor)}` holds slots "
-                    f"({_why_unknown(ctx)}), and the helpers assume it does"
-                )
+                    f"({_why_unknown(origin)}), and the helpers assume it does"
+                ) + by_name_only(layout, ctx.code_for(tensor))
             else:
-                fix = _fix(ctx, call, tensor)
+                fix = paged_view_fix(ctx, call, tensor)
+                if fix is not None and layout[0] == MAYBE_SLOTS and origin is not None:
+                    message += (
+                        f"; the fix is unsafe: {origin.why()}, where dim 0 holds pages and the helpers, "
+                        f"which assume slots, would assert or build another shape"
+                    )
+                    fix = replace(fix, applicability=Applicability.UNSAFE)
                 if fix is not None and not ctx.contract.has("paged-helpers-module"):
                     message += (
                         "; the scanned tree defines no paged helper (`paged_view`, `paged_row_view`, "
@@ -314,83 +394,7 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
             )
 
 
-def _why_unknown(ctx: FileContext) -> str:
-    if ctx.contract.in_page_split_path(ctx.path):
-        return "pools next to this file allocate page-split `(pages, page_size, ...)` buffers, so an accessor may hand out either form"
+def _why_unknown(origin: Optional[PoolOrigin]) -> str:
+    if origin is not None and origin.verdict != STRIDED:
+        return origin.why()
     return "it is neither a buffer accessor's per-layer `(slots, ...)` result nor a view of one"
-
-
-def _fix(ctx: FileContext, call: cst.Call, tensor: cst.BaseExpression) -> Optional[Replacement]:
-    args = call.args
-    helpers = ctx.contract.paged_helpers
-    page = args[1]
-    trailing = args[2:]
-    if len(trailing) == 1 and _is_whole_row_of(trailing[0], tensor) and "paged_view" in helpers:
-        return _replacement(ctx, call, "paged_view", [args[0].with_changes(value=tensor), _last(page, args)])
-    if any(arg.star for arg in trailing):
-        return None
-    if len(trailing) == 1 and "paged_row_view" in helpers:
-        return _replacement(ctx, call, "paged_row_view", [args[0].with_changes(value=tensor), _last(page, args)])
-    if len(trailing) == 2 and "paged_kv_view" in helpers:
-        return _replacement(ctx, call, "paged_kv_view", [args[0].with_changes(value=tensor), *args[1:]])
-    if "paged_view" in helpers and isinstance(tensor, cst.Name):
-        shaped = args[0].with_changes(value=_row_shaped(tensor, trailing))
-        return _replacement(ctx, call, "paged_view", [shaped, _last(page, args)])
-    return None
-
-
-def _replacement(ctx: FileContext, call: cst.Call, helper: str, args: Sequence[cst.Arg]) -> Replacement:
-    func, imports = _helper_spelling(ctx, helper)
-    new = call.with_changes(func=func, args=args)
-    description = f"use `{helper}`, which pages with the buffer's own slot stride"
-    return Replacement(call, new, Applicability.SAFE, description, imports)
-
-
-def _helper_spelling(ctx: FileContext, helper: str) -> tuple[cst.BaseExpression, tuple[tuple[str, str], ...]]:
-    """How this file names `helper`, and the import a fix must add, if any."""
-    module = ctx.contract.paged_helpers_module
-    for statement in ctx.module.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == helper:
-            return cst.Name(helper), ()
-    imports = module_index(ctx).imports
-    for local, origin in imports.items():
-        if origin.rsplit(".", 1)[-1] == helper and "." not in local:
-            return cst.Name(local), ()
-    for local, origin in imports.items():
-        if origin == module and "." not in local:
-            return cst.Attribute(cst.Name(local), cst.Name(helper)), ()
-    return cst.Name(helper), ((module, helper),)
-
-
-def _last(page: cst.Arg, args: Sequence[cst.Arg]) -> cst.Arg:
-    """The page-size argument as the last one: it takes the closing argument's comma (and layout)."""
-    return page.with_changes(comma=args[-1].comma)
-
-
-def _is_whole_row_of(arg: cst.Arg, tensor: cst.BaseExpression) -> bool:
-    """`*tensor.shape[1:]`: the trailing dims spelt as the tensor's own row."""
-    value = arg.value
-    if arg.star != "*" or not isinstance(value, cst.Subscript) or len(value.slice) != 1:
-        return False
-    shape, index = value.value, value.slice[0].slice
-    return (
-        isinstance(shape, cst.Attribute)
-        and shape.attr.value == "shape"
-        and shape.value.deep_equals(tensor)
-        and isinstance(index, cst.Slice)
-        and isinstance(index.lower, cst.Integer)
-        and index.lower.evaluated_value == 1
-        and index.upper is None
-        and index.step is None
-    )
-
-
-def _row_shaped(tensor: cst.BaseExpression, trailing: Sequence[cst.Arg]) -> cst.Call:
-    """`tensor.view(tensor.shape[0], *trailing)`: the slot dim kept, the row given its dims."""
-    slots = cst.Subscript(
-        cst.Attribute(tensor, cst.Name("shape")), [cst.SubscriptElement(cst.Index(cst.Integer("0")))]
-    )
-    dims = [cst.Arg(slots), *(cst.Arg(arg.value) for arg in trailing)]
-    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    args = [arg.with_changes(comma=comma) for arg in dims[:-1]] + [dims[-1]]
-    return cst.Call(cst.Attribute(tensor, cst.Name("view")), args)

@@ -162,6 +162,9 @@ class UnboundBatch(Rule):
     def may_flag(cls, data: bytes, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
         """A unit holding a construction of the batch class with a write loc and no mark keyword, and a
         call the batch could reach (a door, a forward)."""
+        if not contract.has("batch-mark"):
+            # A tree whose batch has no mark (a fork before the unified pool) has nothing to bind.
+            return False
         reaching = set(contract.door_loc_index)
         for unit in file_units(data, tree):
             if not unit.holds_any(encoded([contract.batch_class])):
@@ -180,6 +183,8 @@ class UnboundBatch(Rule):
 
     def check(self, ctx: FileContext) -> None:
         contract = ctx.contract
+        if not contract.has("batch-mark"):
+            return
         index = module_index(ctx)
         names = {contract.batch_class}
         names.update(local for local, origin in index.imports.items() if origin.rsplit(".", 1)[-1] == contract.batch_class)

@@ -21,6 +21,11 @@ from kvlint.rules.write_loc._raw_loc import (
 )
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
 from kvlint.rules.write_loc._candidates import encoded, file_units
+from kvlint.rules.write_loc._loc_origin import PLAN_WRITE_IDS, SEPARATE, UNKNOWN, call_site
+
+
+# Upstream's contract: its `for_layer` wraps a cross-attention layer's encoder loc unmarked.
+_ENCODER = {"unmarked-loc-attributes": "encoder_out_cache_loc"}
 
 
 class UnmarkedWriteLoc(Rule):
@@ -86,41 +91,68 @@ class UnmarkedWriteLoc(Rule):
             "    def for_batch(cls, fb):\n"
             "        return cls(fb.out_cache_loc, id_space=fb.out_cache_loc_id_space)\n"
         ),
+        # A loc the engine's own factory wraps unmarked by design (upstream `for_layer`: nothing
+        # translates a cross-attention layer's encoder loc), directly, through a parameter the
+        # file's calls pass one, or through a runner's static buffer filled in place from one.
+        Valid("KVWriteLoc(fb.encoder_out_cache_loc, swa)", contract=_ENCODER),
+        Valid(
+            "def store(pool, layer, loc, k, v):\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc(loc), k, v)\n\n\n"
+            "def forward(pool, layer, fb, k, v):\n"
+            "    store(pool, layer, fb.encoder_out_cache_loc, k, v)\n",
+            contract=_ENCODER,
+        ),
+        Valid(
+            "class Runner:\n"
+            "    def replay(self, fb, n):\n"
+            "        self.encoder_cache_loc[:n].copy_(fb.encoder_out_cache_loc)\n"
+            "        loc = self.encoder_cache_loc[:n]\n"
+            "        return KVWriteLoc(loc)\n",
+            contract=_ENCODER,
+        ),
     ]
     INVALID = [
         Invalid(
-            "from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n"
-            "loc = KVWriteLoc(forward_batch.out_cache_loc, self.forward_metadata.swa_out_cache_loc)\n",
-            expected_replacement="from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n"
-            "loc = KVWriteLoc.for_batch(forward_batch, swa_loc=self.forward_metadata.swa_out_cache_loc)\n",
-            line=2,
-            column=7,
+            "from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n\n\n"
+            "def write(self, forward_batch):\n"
+            "    self.forward_metadata.swa_out_cache_loc = self.translator.write_ids(forward_batch, SWA)\n"
+            "    return KVWriteLoc(forward_batch.out_cache_loc, self.forward_metadata.swa_out_cache_loc)\n",
+            expected_replacement="from sglang.srt.mem_cache.memory_pool import KVWriteLoc\n\n\n"
+            "def write(self, forward_batch):\n"
+            "    self.forward_metadata.swa_out_cache_loc = self.translator.write_ids(forward_batch, SWA)\n"
+            "    return KVWriteLoc.for_batch(forward_batch, swa_loc=self.forward_metadata.swa_out_cache_loc)\n",
+            line=6,
+            column=12,
         ),
-        # Through a local alias, with the extras as keywords and positionals.
+        # Through a local alias, with the extras (the plan's write ids) as keywords and positionals.
         Invalid(
-            "from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, swa, full):\n"
+            "from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, translator):\n"
             "    cache_loc = fb.out_cache_loc\n"
+            "    swa, full = translator.write_ids(fb, SWA), translator.write_ids(fb)\n"
             "    pool.set_kv_buffer(layer, KVWriteLoc(cache_loc, swa, full_loc=full))\n",
-            expected_replacement="from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, swa, full):\n"
+            expected_replacement="from m import KVWriteLoc\n\n\ndef write(pool, layer, fb, translator):\n"
             "    cache_loc = fb.out_cache_loc\n"
+            "    swa, full = translator.write_ids(fb, SWA), translator.write_ids(fb)\n"
             "    pool.set_kv_buffer(layer, KVWriteLoc.for_batch(fb, swa_loc=swa, full_loc=full))\n",
         ),
         # The cross-attention idiom becomes for_layer.
         Invalid(
             "from m import KVWriteLoc\n\n\ndef write(self, pool, layer, forward_batch):\n"
+            "    self.swa_loc = forward_batch.kv_loc_plan.write_ids(self.translator, kind=SWA)\n"
             "    cache_loc = (\n"
             "        forward_batch.encoder_out_cache_loc\n"
             "        if layer.is_cross_attention\n"
             "        else forward_batch.out_cache_loc\n"
             "    )\n"
-            "    return KVWriteLoc(cache_loc, self.forward_metadata.swa_out_cache_loc)\n",
+            "    return KVWriteLoc(cache_loc, self.swa_loc)\n",
             expected_replacement="from m import KVWriteLoc\n\n\ndef write(self, pool, layer, forward_batch):\n"
+            "    self.swa_loc = forward_batch.kv_loc_plan.write_ids(self.translator, kind=SWA)\n"
             "    cache_loc = (\n"
             "        forward_batch.encoder_out_cache_loc\n"
             "        if layer.is_cross_attention\n"
             "        else forward_batch.out_cache_loc\n"
             "    )\n"
-            "    return KVWriteLoc.for_layer(forward_batch, layer, swa_loc=self.forward_metadata.swa_out_cache_loc)\n",
+            "    return KVWriteLoc.for_layer(forward_batch, layer, swa_loc=self.swa_loc)\n",
         ),
         # Under an import alias and through the module, in the physical spelling.
         Invalid(
@@ -135,9 +167,12 @@ class UnmarkedWriteLoc(Rule):
         ),
         # A slice keeps its ids and gains the batch's mark.
         Invalid(
-            "from m import KVWriteLoc\nloc = KVWriteLoc(fb.out_cache_loc[:n], swa)\n",
-            expected_replacement="from m import KVWriteLoc\n"
-            "loc = KVWriteLoc(fb.out_cache_loc[:n], swa, physical=fb.out_cache_loc_is_physical)\n",
+            "from m import KVWriteLoc\n\n\ndef write(fb, n, translator):\n"
+            "    swa = translator.write_ids(fb, SWA)[:n]\n"
+            "    return KVWriteLoc(fb.out_cache_loc[:n], swa)\n",
+            expected_replacement="from m import KVWriteLoc\n\n\ndef write(fb, n, translator):\n"
+            "    swa = translator.write_ids(fb, SWA)[:n]\n"
+            "    return KVWriteLoc(fb.out_cache_loc[:n], swa, physical=fb.out_cache_loc_is_physical)\n",
             contract={"mark": "physical", "batch-mark": "out_cache_loc_is_physical"},
         ),
         # A loc of unknown origin: reported, not fixed.
@@ -147,6 +182,16 @@ class UnmarkedWriteLoc(Rule):
             "    loc = self._translate(fb.out_cache_loc)\n"
             "    return KVWriteLoc(loc)\n"
         ),
+        # A second loc translated apart from the batch's plan states its own mark: no fix folds it in.
+        Invalid(
+            "from m import KVWriteLoc\n\n\nclass Backend:\n"
+            "    def init_forward_metadata(self, fb):\n"
+            "        self.swa_out_cache_loc = self.pool.translate_loc_from_full_to_swa(fb.out_cache_loc)\n\n"
+            "    def forward(self, layer, fb, k, v):\n"
+            "        self.pool.set_kv_buffer(layer, KVWriteLoc(fb.out_cache_loc, self.swa_out_cache_loc), k, v)\n"
+        ),
+        # An encoder loc where the engine does not say it leaves one unmarked (no factory wraps it so).
+        Invalid("from m import KVWriteLoc\nloc = KVWriteLoc(fb.encoder_out_cache_loc)\n"),
     ]
 
     @classmethod
@@ -189,11 +234,17 @@ class UnmarkedWriteLoc(Rule):
                 continue
             value = _loc_value(call)
             loc = raw_loc(ctx, value, site.function) if value is not None else None
+            if loc is None and value is not None and _unmarked_by_design(ctx, call, value):
+                continue
             fix = self._fix(ctx, call, loc) if loc is not None else None
             assert loc is not None or fix is None
+            why = ""
+            if fix is not None:
+                fix, why = _second_locs(ctx, call, fix)
             needs = ("mark", "batch-mark") if loc is not None and loc.form == "slice" else ("batch-factory",)
             gaps = api_gaps(ctx, *needs) if fix is not None else []
-            ctx.report(call, _message(ctx, call, fix is not None) + gap_message(gaps), with_gaps(fix, gaps))
+            message = _message(ctx, call, fix is not None or bool(why)) + why + gap_message(gaps)
+            ctx.report(call, message, with_gaps(fix, gaps))
 
     def _fix(self, ctx: FileContext, call: cst.Call, loc: RawLoc) -> Optional[Replacement]:
         extra = _extra_as_keywords(call, ctx.contract.write_loc_fields)
@@ -212,6 +263,56 @@ class UnmarkedWriteLoc(Rule):
         assert isinstance(new_call.func, cst.Attribute)
         new_call = new_call.with_changes(func=new_call.func.with_changes(value=call.func))
         return Replacement(call, new_call, Applicability.SAFE, description, ())
+
+
+def _unmarked_by_design(ctx: FileContext, call: cst.Call, value: cst.BaseExpression) -> bool:
+    """Whether the loc is one the engine wraps unmarked by design (`unmarked-loc-attributes`), directly,
+    or through locals, a parameter the file's calls pass one, or a static buffer filled from one."""
+    attributes = ctx.contract.unmarked_loc_attributes
+    if not attributes:
+        return False
+    target = value.value if isinstance(value, cst.Subscript) else value
+    if isinstance(target, cst.Attribute):
+        if target.attr.value in attributes:
+            return True
+    elif not isinstance(target, cst.Name):
+        return False
+    origins, function, found = call_site(ctx, call)
+    loc = _ast_loc(found) if found is not None else None
+    return loc is not None and origins.by_design(loc, function)
+
+
+def _second_locs(ctx: FileContext, call: cst.Call, fix: Replacement) -> tuple[Optional[Replacement], str]:
+    """The fix, kept only where every second loc it moves under the batch's mark comes from the batch's
+    plan (`for_batch`: "a loc produced separately states its own mark"); else why not, for the message."""
+    if not any(arg.keyword is None or _keyword(arg) != "loc" for arg in call.args[1:]):
+        return fix, ""
+    origins, function, found = call_site(ctx, call)
+    fields = ctx.contract.write_loc_fields
+    extras = [] if found is None else [(fields[i], arg) for i, arg in enumerate(found.args) if 0 < i < len(fields)]
+    extras += [(k.arg, k.value) for k in (found.keywords if found is not None else ()) if k.arg not in (None, "loc")]
+    unknown = [] if extras else ["the second loc"]
+    for field_name, expr in extras:
+        origin = origins.second_loc(expr, function)
+        if origin.kind == SEPARATE:
+            how = "translated" if "translate" in origin.what else "produced"
+            return None, (f"; `{field_name}` is {how} separately ({origin.what} at line {origin.line}), so it "
+                          f"states its own mark (no fix: only its author knows it is in the batch's id space)")
+        if origin.kind == UNKNOWN:
+            unknown.append(f"`{field_name}`")
+    if not unknown:
+        return fix, ""
+    why = f" (unsafe: {', '.join(unknown)} not shown to come from the batch's plan)"
+    message = (f"; {', '.join(unknown)} is not shown to come from the batch's plan (`{PLAN_WRITE_IDS}`), so "
+               f"the fix, which puts it under the batch's mark, is unsafe")
+    return Replacement(fix.target, fix.new, Applicability.UNSAFE, fix.description + why, fix.imports), message
+
+
+def _ast_loc(call: ast.Call) -> Optional[ast.expr]:
+    for keyword in call.keywords:
+        if keyword.arg == "loc":
+            return keyword.value
+    return call.args[0] if call.args and not isinstance(call.args[0], ast.Starred) else None
 
 
 def _has_mark_keyword(contract: Contract) -> bool:

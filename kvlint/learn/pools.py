@@ -1,0 +1,200 @@
+"""Pool classes, host caches, and which pools allocate page-split buffers, learned from the tree.
+
+A *pool class* assigns a buffer attribute (`self.k_buffer = ...`); with its
+subclasses it is `pool-classes`. A pool is *page-split* when one of its buffer
+assignments allocates `(pages, page_size, ...)`: a page-size dim right after a
+page count (`size // page_size + 1`, `num_pages`, `num_blocks`), per layer or
+after a leading layer dim (`torch.zeros((layers, pages, page_size, 1, D))`),
+directly or through another attribute of the class it aliases
+(`self.k_buffer = self._stacked_k`). A pool allocating `(size + page_size, H, D)`
+has dim 0 as slots, as does a placeholder `(page_size, H, D)`: a page size
+first is a slot count. Such a pool and its subclasses are `page-split-pools`;
+the classes they derive from are `page-split-bases` (a value typed as one of
+those may be either kind of pool). Where a buffer's dim 0 holds pages, a paged
+view helper, which assumes slots, would assert or build the wrong shape: the
+layout rules decide by the pool class a buffer comes from, never by a folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Iterator, Mapping, Optional
+
+from kvlint.api.config import Config
+from kvlint.api.contract import AUTO, Contract
+from kvlint.learn.memo import remembered
+from kvlint.learn.scope import Scope
+from kvlint.learn.tree import Learned, class_bases, parsed_tree, subclasses
+
+_BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*=")
+_ALLOCATORS = frozenset({"zeros", "empty", "ones", "full", "randn"})
+
+
+def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned: Learned) -> None:
+    """Pool classes (own a buffer attribute), host caches, and the pools that allocate page-split buffers."""
+    attributes = tuple(sorted({name for name in contract.buffer_accessors if not name.startswith("get_")}))
+    owners: set[str] = set()
+    split: dict[str, tuple[Path, int]] = {}
+    first: Optional[tuple[Path, int]] = None
+    for path, assignments in scope.survey(buffer_assignments, attributes).items():
+        for assignment in assignments:
+            owners.add(assignment.klass)
+            first = first or (path, assignment.klass_line)
+            if assignment.page_split:
+                split.setdefault(assignment.klass, (path, assignment.line))
+    bases = class_bases(scope)
+    if config.contract_value("pool-classes") == AUTO and first is not None:
+        learned.set("pool-classes", tuple(sorted(subclasses(owners, bases))), *first)
+    configured_split = config.contract_value("page-split-pools")
+    if configured_split == AUTO:
+        roots = set(split)
+        if split:
+            learned.set("page-split-pools", tuple(sorted(subclasses(roots, bases))), *next(iter(split.values())))
+    else:
+        roots = set(configured_split)
+    split_bases = ancestors(roots, bases) - subclasses(roots, bases)
+    if split_bases:
+        learned.values["page-split-bases"] = tuple(sorted(split_bases))
+        learned.sources["page-split-bases"] = "learned: the classes the page-split pools derive from"
+    configured_hosts = config.contract_value("host-cache-classes")
+    hosts_roots = set(contract.host_cache_classes if configured_hosts == AUTO else configured_hosts)
+    hosts = subclasses(hosts_roots, bases)
+    if hosts != hosts_roots:
+        learned.values["host-cache-classes"] = tuple(sorted(hosts))
+        learned.sources["host-cache-classes"] = f"learned: {', '.join(sorted(hosts_roots))} and their subclasses in the tree"
+
+
+def ancestors(roots: set[str], bases: Mapping[str, set[str]]) -> set[str]:
+    """Every class some class of `roots` derives from, at any depth (by the class headers)."""
+    found: set[str] = set()
+    pending = list(roots)
+    while pending:
+        for parent in bases.get(pending.pop(), ()):
+            if parent not in found:
+                found.add(parent)
+                pending.append(parent)
+    return found
+
+
+@dataclass(frozen=True)
+class BufferAssignment:
+    """A `self.<buffer> = ...` of a pool: its class, whether it allocates page-split buffers, and
+    where (lines leave equality: `kvlint.learn.scope`)."""
+
+    klass: str
+    page_split: bool
+    klass_line: int = field(compare=False)
+    line: int = field(compare=False)
+
+
+def buffer_assignments(data: bytes, attributes: tuple[str, ...]) -> tuple[BufferAssignment, ...]:
+    """What `_buffer_assignments_of` reads of a file assigning a buffer attribute, remembered by its content."""
+    if not any(f"self.{name}".encode() in data for name in attributes):
+        return ()
+    if not any(m.group(1).decode() in attributes for m in _BUFFER_ASSIGN.finditer(data)):
+        return ()
+    return tuple(remembered("pool-buffers", data, attributes, partial(_buffer_assignments_of, data, set(attributes))))
+
+
+def _buffer_assignments_of(data: bytes, attributes: set[str]) -> list[BufferAssignment]:
+    """Each `self.<buffer> = ...` of a file."""
+    lines = {data.count(b"\n", 0, match.start()) + 1 for match in _BUFFER_ASSIGN.finditer(data)
+             if match.group(1).decode() in attributes}
+    tree = parsed_tree(data)
+    if tree is None:
+        return []
+    found = []
+    for klass, node in _buffer_assignments(tree, lines, attributes):
+        value = node.value
+        page_split = value is not None and (
+            _allocates_page_split(value) or _self_attribute(value) in _page_split_attributes(klass)
+        )
+        found.append(BufferAssignment(klass.name, page_split, klass.lineno, node.lineno))
+    return found
+
+
+def _buffer_assignments(
+    tree: ast.Module, lines: set[int], attributes: set[str]
+) -> Iterator[tuple[ast.ClassDef, ast.Assign | ast.AnnAssign]]:
+    """`self.<buffer> = ...` statements on `lines`, with their class; only the methods spanning
+    one of those lines are walked (a pool file is long, its allocations few)."""
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        klass = pending.pop()
+        if not isinstance(klass, ast.ClassDef):
+            continue
+        for stmt in klass.body:
+            if isinstance(stmt, ast.ClassDef):
+                pending.append(stmt)
+                continue
+            end = getattr(stmt, "end_lineno", stmt.lineno) or stmt.lineno
+            if not any(stmt.lineno <= line <= end for line in lines):
+                continue
+            for node in ast.walk(stmt):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.lineno in lines:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    if any(_self_attribute(target) in attributes for target in targets):
+                        yield klass, node
+
+
+def _page_split_attributes(klass: ast.ClassDef) -> set[str]:
+    """The attributes the class assigns a page-split allocation (`self._stacked_k = torch.zeros(...)`),
+    which a buffer attribute may alias."""
+    found: set[str] = set()
+    for node in ast.walk(klass):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _allocates_page_split(node.value):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found.update(name for name in map(_self_attribute, targets) if name is not None)
+    return found
+
+
+def _self_attribute(target: ast.expr) -> Optional[str]:
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        return target.attr
+    return None
+
+
+def _allocates_page_split(value: ast.expr) -> bool:
+    """`torch.zeros((..., pages, page_size, row...))` (or `empty`, ..., a list of them): a page-size
+    dim right after a page count, a row after it."""
+    for node in ast.walk(value):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in _ALLOCATORS:
+            continue
+        dims: list[ast.expr] = []
+        if node.args and isinstance(node.args[0], (ast.Tuple, ast.List)):
+            dims = list(node.args[0].elts)
+        elif node.args:
+            dims = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
+        if any(_names_page_size(dims[i]) and _page_count(dims[i - 1]) for i in range(1, len(dims) - 1)):
+            return True
+    return False
+
+
+def _page_count(node: ast.expr) -> bool:
+    """`size // page_size`, `size // page_size + 1`, `cdiv(size, page_size)`, `num_pages`, `num_blocks`."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+        return _names_page_size(node.right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _page_count(node.left) or _page_count(node.right)
+    if isinstance(node, ast.Call):
+        callee = _name(node.func)
+        return callee is not None and "div" in callee and any(_names_page_size(arg) for arg in node.args)
+    name = _name(node)
+    return name is not None and ("pages" in name.lower() or "blocks" in name.lower())
+
+
+def _names_page_size(node: ast.expr) -> bool:
+    name = _name(node)
+    return name is not None and ("page_size" in name or "PAGE_SIZE" in name)
+
+
+def _name(node: ast.expr) -> Optional[str]:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None
