@@ -87,7 +87,8 @@ def _print_statistics(console: Console, findings: list[Finding]) -> None:
     for finding in findings:
         by_reach[finding.reach or "undecided"] += 1
     for reach, count in sorted(by_reach.items()):
-        console.print(f"{count:>6}  {reach}")
+        # Named as a reach, not a rule: the same column holds codes just above.
+        console.print(f"{count:>6}  reach {reach}")
 
 
 def _in_parentheses(text: str, before: str = " ") -> str:
@@ -95,7 +96,7 @@ def _in_parentheses(text: str, before: str = " ") -> str:
 
 
 def _print_certificate(console: Console, certificate: Certificate) -> None:
-    """What `--prove` showed, in all and by top-level folder of the scope, and where the proof stops."""
+    """What `--prove` showed, in all, by reach and by top-level folder of the scope, and where the proof stops."""
     total = certificate.total
     suppressed = sum(call.suppressed for call in certificate.unproven_calls)
     console.print(
@@ -105,7 +106,7 @@ def _print_certificate(console: Console, certificate: Certificate) -> None:
     )
     for reach, counts in sorted(certificate.by_reach.items()):
         console.print(
-            f"  {reach}: {counts.doors} doors, {counts.proven} proven, {counts.raw} raw, {counts.unproven} unproven"
+            f"  reach {reach}: {counts.doors} doors, {counts.proven} proven, {counts.raw} raw, {counts.unproven} unproven"
             + (f", {counts.exempt} exempt" if counts.exempt else "")
         )
     for folder, counts in sorted(certificate.by_path.items()):
