@@ -21,6 +21,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
 
+from kvlint.api.rule import one_line_code
 from kvlint.learn.memo import remembered
 from kvlint.learn.tree import parsed_tree
 
@@ -148,7 +149,8 @@ def _set_names(value: ast.expr, function: ast.FunctionDef,
             local.setdefault(node.func.value.id, []).append(ast.Constant(None))
     names = _literal_set(value, local, constants)
     if names is None:
-        return None, f"`{ast.unparse(value)}` is not a set of names kvlint can read"
+        # Quoted as a message quotes code: every reason naming this gate is one line.
+        return None, f"`{one_line_code(ast.unparse(value))}` is not a set of names kvlint can read"
     return tuple(sorted(names)), ""
 
 
