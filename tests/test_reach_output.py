@@ -148,3 +148,16 @@ def test_a_long_allow_set_kvlint_cannot_read_is_quoted_shortened_in_each_reason(
     (reason,) = reasons
     assert reason.startswith("an allow-set kvlint cannot read: ") and "gate.py:6: `load_allowed(" in reason
     assert "…" in reason and "backend_15" not in reason
+
+
+def test_a_class_named_in_a_method_decorator_elsewhere_is_not_latent(tmp_path: Path) -> None:
+    # Learning walks only the parts of a definition whose lines name the class; a decorator
+    # stands above its `def` line, and may build the class where no gate refuses it.
+    root = _engine(tmp_path)
+    assert {f["line"]: f["reach"] for f in json.loads(kvlint(root, "--format", "json")[1])["findings"]}[LATENT_LINE] == "latent"
+    (root / "plugins.py").write_text(
+        "from backends import AiterBackend\n\n\nclass Plugins:\n    x = 1\n\n"
+        "    @hook(AiterBackend)\n    def run(self):\n        pass\n"
+    )
+    found = {f["line"]: f for f in json.loads(kvlint(root, "--format", "json")[1])["findings"] if f["path"].endswith("backends.py")}
+    assert found[LATENT_LINE]["reach"] == "unknown"

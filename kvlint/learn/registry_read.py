@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
@@ -137,35 +138,61 @@ def references(data: bytes, names: tuple[str, ...]) -> tuple[Reference, ...]:
 
 
 def _references(data: bytes, wanted: set[str]) -> Iterator[Reference]:
-    for statement in _statements_spelling(data, wanted):
+    for statement, offset, hits in _statements_spelling(data, wanted):
         place = statement.name if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ""
-        quiet = _building_nothing(statement)
-        for node in ast.walk(statement):
+        quiet = _building_nothing(statement, hits)
+        for node in _spelling(statement, hits):
             if id(node) in quiet:
                 continue
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     if alias.name in wanted and alias.asname and alias.asname != alias.name:
-                        yield Reference(alias.name, "alias", place, node.lineno)
+                        yield Reference(alias.name, "alias", place, node.lineno + offset)
                 continue
             name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
             if name in wanted and name is not None:
-                yield Reference(name, "value", place, getattr(node, "lineno", 0))
+                yield Reference(name, "value", place, getattr(node, "lineno", 0) + offset)
             elif isinstance(node, ast.Constant) and node.value in wanted:
-                yield Reference(str(node.value), "string", place, node.lineno)
+                yield Reference(str(node.value), "string", place, node.lineno + offset)
+
+
+def _spelling(node: ast.AST, hits: list[int]) -> Iterator[ast.AST]:
+    """`node` and the nodes below it that may spell a wanted name: a name is spelled on a line in
+    `hits` (1-based, sorted), so a subtree whose lines hold none is not walked. A backend class
+    of a few thousand lines names itself in a handful; walking it whole was most of learning
+    the admission on sglang/srt."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        yield current
+        for child in ast.iter_child_nodes(current):
+            first = getattr(child, "lineno", None)
+            # A definition's line is its `def`/`class`: its decorators stand above it.
+            decorators = getattr(child, "decorator_list", None)
+            if first is not None and decorators:
+                first = min(first, *(decorator.lineno for decorator in decorators))
+            if first is None or _holds_hit(first, getattr(child, "end_lineno", None) or first, hits):
+                pending.append(child)
+
+
+def _holds_hit(first: int, last: int, hits: list[int]) -> bool:
+    at = bisect_left(hits, first)
+    return at < len(hits) and hits[at] <= last
 
 
 _TOP_LEVEL = re.compile(rb"^(?:[^\s#)\]}]|$)")
 
 
-def _statements_spelling(data: bytes, wanted: set[str]) -> list[ast.stmt]:
+def _statements_spelling(data: bytes, wanted: set[str]) -> list[tuple[ast.stmt, int, list[int]]]:
     """The top-level statements whose lines spell one of `wanted`. A backend file is long and
     names a class in a few places: each statement is cut out at the lines starting in column 0
-    and parsed alone; where a cut does not parse (a string or bracket spanning it), the whole file."""
+    and parsed alone; where a cut does not parse (a string or bracket spanning it), the whole file.
+    Each comes with what its line numbers lack (the cut's first line) and the lines spelling a
+    name in its own numbering."""
     lines = data.split(b"\n")
     hits = [number for number, text in enumerate(lines) if any(name.encode() in text for name in wanted)]
     starts = [number for number, text in enumerate(lines) if text and _TOP_LEVEL.match(text)]
-    found: list[ast.stmt] = []
+    found: list[tuple[ast.stmt, int, list[int]]] = []
     done: set[int] = set()
     for hit in hits:
         first = max((start for start in starts if start <= hit), default=0)
@@ -179,9 +206,10 @@ def _statements_spelling(data: bytes, wanted: set[str]) -> list[ast.stmt]:
             piece = ast.parse(b"\n".join(lines[first:last]))
         except (SyntaxError, ValueError):
             tree = parsed_tree(data)
-            return [] if tree is None else [s for s in tree.body if _spans_any(s, hits)]
-        ast.increment_lineno(piece, first)
-        found.extend(piece.body)
+            whole = [hit + 1 for hit in hits]
+            return [] if tree is None else [(s, 0, whole) for s in tree.body if _spans_any(s, hits)]
+        within = [hit - first + 1 for hit in hits if first <= hit < last]
+        found.extend((statement, first, within) for statement in piece.body)
     return found
 
 
@@ -190,11 +218,11 @@ def _spans_any(statement: ast.stmt, hits: list[int]) -> bool:
     return any(statement.lineno <= hit + 1 <= end for hit in hits)
 
 
-def _building_nothing(statement: ast.stmt) -> set[int]:
+def _building_nothing(statement: ast.stmt, hits: list[int]) -> set[int]:
     """The nodes below `statement` that name a class without building it: bases, annotations,
-    `isinstance`/`issubclass` tests (their ids)."""
+    `isinstance`/`issubclass` tests (their ids); only where `hits` may spell one."""
     quiet: list[ast.AST] = []
-    for node in ast.walk(statement):
+    for node in _spelling(statement, hits):
         if isinstance(node, ast.ClassDef):
             quiet.extend(node.bases)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
