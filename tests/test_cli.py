@@ -56,7 +56,7 @@ def test_json_output_has_the_designed_shape(tree: Path) -> None:
     (finding,) = data["findings"]
     assert set(finding) == {
         "code", "name", "severity", "path", "line", "column", "end_line", "end_column",
-        "message", "fingerprint", "fix",
+        "message", "fingerprint", "fix", "reach", "reach_reason",
     }
     assert (finding["code"], finding["name"], finding["severity"], finding["path"]) == (
         "KV101", "bare-write-loc", "error", "bad.py",

@@ -62,8 +62,9 @@ def test_long_code_keeps_its_head_and_tail_around_an_ellipsis() -> None:
 
 
 def split_apart(findings: list[dict]) -> list[dict]:
-    """The findings whose message or fix description spans lines."""
-    return [f for f in findings if "\n" in f["message"] or (f["fix"] and "\n" in f["fix"]["description"])]
+    """The findings whose message, reach reason or fix description spans lines."""
+    return [f for f in findings if "\n" in f["message"] or "\n" in f["reach_reason"]
+            or (f["fix"] and "\n" in f["fix"]["description"])]
 
 
 def check(*args: str) -> str:
@@ -91,7 +92,8 @@ def test_the_text_report_gives_each_finding_one_line_and_keeps_the_source_excerp
 ) -> None:
     lines = check().splitlines()
     for finding in multi_line_tree:
-        header = f"backend.py:3:19: {finding['code']} {finding['name']} {finding['message']}"
+        # The reach is a tag after the message, on the same line; its reason a line of its own below.
+        header = f"backend.py:3:19: {finding['code']} {finding['name']} {finding['message']} [{finding['reach']}]"
         assert header in lines
         assert lines[lines.index(header) + 1] == "    3 |         k_cache = self.token_to_kv_pool.get_key_buffer("
 
@@ -127,3 +129,9 @@ def test_every_message_on_the_real_tree_is_one_line(srt_round_trip: CorpusRoundT
         if f["path"].endswith("npu/attention/ascend_backend.py") and f["code"] == "KV202"
     ]
     assert any("`self.token_to_kv_pool.get_key_buffer(" in message and "…" in message for message in ascend)
+
+
+def test_the_json_message_is_the_rules_message_and_the_reach_has_fields_of_its_own(multi_line_tree: list[dict]) -> None:
+    for finding in multi_line_tree:
+        assert finding["reach"] == "unknown" and finding["reach_reason"] == "the tree states no unified-memory gate"
+        assert "unknown" not in finding["message"] and "unified-memory" not in finding["message"]

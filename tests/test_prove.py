@@ -107,6 +107,8 @@ def test_proven_and_raw_locs_raise_no_kv104_and_are_counted(tree: Path) -> None:
     assert result["prove"] == {
         "doors": 14, "proven": 5, "raw": 1, "unproven": 8, "exempt": 0,
         "by_path": {"engine": {"doors": 14, "proven": 5, "raw": 1, "unproven": 8, "exempt": 0}},
+        # The tree states no unified-memory gate: every door's reach is unknown.
+        "by_reach": {"unknown": {"doors": 14, "proven": 5, "raw": 1, "unproven": 8, "exempt": 0}},
         "exempt_calls": [],
     }
     assert {f["line"] for f in result["findings"] if f["code"] == "KV101" and f["path"] == BACKEND} == {
@@ -129,8 +131,9 @@ def test_certificate_in_text_and_sarif(tree: Path) -> None:
     code, text = kvlint("check", "--prove", ".")
     assert code == 1
     lines = text.splitlines()
-    assert lines[-10:-8] == [
+    assert lines[-11:-8] == [
         "prove: 14 write-door calls: 5 proven marked, 1 raw, 8 unproven",
+        "  reach unknown: 14 doors, 5 proven, 1 raw, 8 unproven",
         "  engine: 14 doors, 5 proven, 1 raw, 8 unproven",
     ]
     # Then each unproven door, by file:line, with where its proof stops.

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from kvlint.api.contract import AUTO, Contract
+from kvlint.api.reach import REACH_SCOPES
 
 
 class ConfigError(Exception):
@@ -42,6 +43,9 @@ class Config:
     tbo: TboConfig = field(default_factory=TboConfig)
     # `prove = true`: every check runs as `kvlint check --prove`.
     prove: bool = False
+    # `reach`: which findings a check reports and fails on ("all", "live", "live-only"); decided after
+    # checking, so no cached result depends on it.
+    reach: str = field(default="all", compare=False)
     # `engine-path`: the installed engine's package folder, as written (relative to `root`); "" for
     # none. It wins over kvlint's own search (`kvlint.learn.installed_engine`).
     engine_path: str = ""
@@ -86,6 +90,7 @@ class Config:
 
 _TOP_KEYS = {
     "include", "exclude", "select", "ignore", "per-file-ignores", "cache-dir", "contract", "tbo", "prove", "engine-path",
+    "reach",
 }
 _CONTRACT_STR_KEYS = {
     "write-loc-class",
@@ -169,6 +174,9 @@ def parse_config(table: Mapping[str, Any], path: Path) -> Config:
     _expect(cache_dir, str, "cache-dir", path)
     prove = table.get("prove", False)
     _expect(prove, bool, "prove", path)
+    reach = table.get("reach", "all")
+    if reach not in REACH_SCOPES:
+        raise ConfigError(f"{path}: `reach` must be one of {', '.join(REACH_SCOPES)}, not {reach!r}")
     engine_path = table.get("engine-path", "")
     _expect(engine_path, str, "engine-path", path)
     if engine_path:
@@ -189,6 +197,7 @@ def parse_config(table: Mapping[str, Any], path: Path) -> Config:
             strict=tbo_table.get("strict", False),
         ),
         prove=prove,
+        reach=reach,
         engine_path=engine_path,
         path=path,
     )

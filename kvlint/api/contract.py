@@ -13,6 +13,8 @@ from functools import cached_property
 from typing import Any, Mapping
 
 from kvlint.api.door_kinds import DoorKind
+from kvlint.api.reach import Admission
+
 AUTO = "auto"
 
 # The spelling of the token-major review thread; used when nothing says otherwise.
@@ -133,6 +135,9 @@ class Contract:
     engine: str = ""
     # How it was found, or where kvlint looked for it, for `kvlint contract`.
     engine_search: str = field(default="", compare=False)
+    # What the engine admits on the unified pool (`kvlint.learn.admission`). Reach is decided after
+    # checking (`kvlint.running.reach`), so no cached result depends on it.
+    admission: Admission = field(default_factory=Admission, compare=False)
     # Where each value came from: "default", "config", "learned from PATH:LINE", or
     # "learned from engine PACKAGE/PATH:LINE" (the installed engine's source).
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)

@@ -159,6 +159,12 @@ class Finding:
     message: str
     fingerprint: str
     fix: Optional[FixInfo] = None
+    # Whether the engine can run the flagged code on the unified pool today ("live", "latent",
+    # "unknown"), and why: given after checking (`kvlint.running.reach`); "" until then.
+    reach: str = ""
+    reach_reason: str = ""
+    # The enclosing classes and functions, outermost first ("" at module level): what reach reads.
+    scope: str = field(default="", compare=False)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -173,6 +179,8 @@ class Finding:
             "message": self.message,
             "fingerprint": self.fingerprint,
             "fix": None if self.fix is None else self.fix.to_json(),
+            "reach": self.reach,
+            "reach_reason": self.reach_reason,
         }
 
     @property

@@ -89,6 +89,10 @@ def main() -> None:
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--statistics", is_flag=True, help="Print a count per rule.")
 @click.option("--report-unused-ignores", is_flag=True, help="Report suppressions that suppress nothing (KV001).")
+@click.option(
+    "--reach", type=click.Choice(["all", "live", "live-only"]),
+    help="Report and fail on: every finding (all, the default), live and unknown ones (live), live ones only (live-only).",
+)
 def check(**kwargs: Any) -> None:
     """Check PATHS (default: the configured include, else ".")."""
     _guarded(lambda: _check(**kwargs))
@@ -298,6 +302,7 @@ def _check_into(report: TextIO, **kwargs: Any) -> int:
         progress=show_progress,
         report_unused_ignores=kwargs["report_unused_ignores"],
         prove=kwargs["prove"] or kwargs["min_doors"] is not None,
+        reach=kwargs["reach"],
         **_run_options(kwargs),
     )
     if known is not None:

@@ -80,10 +80,29 @@ def contract_table(contract: Contract) -> str:
     ]
     # Each door with why it is one: a proof is only as complete as its door set.
     lines += [f"  door {name}: {why}" for name, why in contract.door_reasons]
+    lines += _admission_lines(contract)
     if contract.engine_package:
         # Where the engine came from: pre-commit's environment, kvlint's or the project's may differ.
         lines.append(f"engine: {contract.engine_search}")
     return "\n".join(lines)
+
+
+def _admission_lines(contract: Contract) -> list[str]:
+    """What the engine admits on the unified pool, each value with its file:line: what reach reads."""
+    admission = contract.admission
+    if not (admission.gates or admission.refusals):
+        return ["admission: the tree states no unified-memory gate (every finding's reach is unknown)"]
+    lines = [f"admission: backends {json.dumps(list(admission.admitted))} by the allow-sets at "
+             f"{', '.join(admission.gates) or '(none)'}"]
+    if admission.unreadable:
+        lines.append(f"  unreadable allow-set: {admission.unreadable}")
+    lines += [f"  refused: {flag} ({where})" for flag, where in admission.refusals]
+    for factory in admission.registry:
+        state = "admitted" if factory.name in admission.admitted else "refused"
+        built = ", ".join(factory.classes) + (" and what kvlint cannot name" if factory.opaque else "")
+        lines.append(f"  backend {factory.name} [{state}]: {factory.function} ({factory.where}) returns {built}")
+    lines += [f"  {verdict.reach} {name}: {verdict.reason}" for name, verdict in admission.classes]
+    return lines
 
 
 def _origin(contract: Contract, key: str) -> str:

@@ -50,6 +50,8 @@ class Candidate:
     # Dotted name of the enclosing classes and functions ("" at module level).
     scope: str = ""
     fix: Optional[FixInfo] = None
+    # Where the flagged code sits, for reach, when `scope` (fingerprinted) names something else.
+    place: str = ""
 
 
 @dataclass
@@ -87,6 +89,7 @@ class FileDecisions:
             message=candidate.message,
             fingerprint=fingerprint(candidate.code, candidate.path, candidate.scope, candidate.snippet, self._occurrences[key]),
             fix=candidate.fix,
+            scope=candidate.place or candidate.scope,
         )
 
     def _suppressed(self, code: str, lines: tuple[int, int]) -> bool:

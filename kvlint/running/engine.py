@@ -36,6 +36,7 @@ from kvlint.running.phases import Phases, log
 from kvlint.running.plan import Plan, RunOptions, file_requests, make_plan
 from kvlint.running.project_facts import helper_views, with_view
 from kvlint.running.project_run import Checked, ProjectRun, with_context_facts
+from kvlint.running.reach import in_reach, verdict_at, with_reach
 from kvlint.running.reading import ReadTree, Reader, SourceChanged, read_tree
 from kvlint.running.workers import Progress, check_all
 from kvlint.store.contract_cache import contract_for
@@ -114,6 +115,7 @@ def _run(
     if options.prove or config.prove:
         report.proved = _proof(config, options, contract, tree, rules, report, project_used)
     _add_unused_ignores(checked, project_used, report)
+    _decide_reach(config, options, contract, report, phases)
     _save(early, rules, tree)
     report.findings.sort(key=lambda finding: finding.sort_key)
     phases.total("%d findings, %d errors", len(report.findings), len(report.errors))
@@ -323,6 +325,17 @@ def _proof(config: Config, options: RunOptions, contract: Contract, tree: ReadTr
     return prove_scope(config, contract, tree.by_path, tree.everything, tree.config_paths,
                        options.paths or config.include_paths, report.findings, rules.result_cache,
                        tree.content_digests, project_used)
+
+
+def _decide_reach(config: Config, options: RunOptions, contract: Contract, report: _Report, phases: Phases) -> None:
+    """Give every finding its reach, then keep those `--reach` reports; split the certificate by reach."""
+    admission = contract.admission
+    findings = with_reach(report.findings, admission)
+    report.findings = in_reach(findings, options.reach or config.reach)
+    if report.proved is not None:
+        report.proved.split_by_reach(lambda klass: verdict_at("", klass, admission).reach)
+    phases.done("reach", "%d of %d findings in --reach %s", len(report.findings), len(findings),
+                options.reach or config.reach)
 
 
 def _add_unused_ignores(checked: dict[str, Checked], project_used: dict[str, Any], report: _Report) -> None:

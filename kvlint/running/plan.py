@@ -45,6 +45,8 @@ class RunOptions:
     prove: bool = False
     # Read and write the result cache (the CLI's default; off for library callers).
     cache: bool = False
+    # `--reach`: "all", "live" or "live-only"; None takes the configuration's `reach`.
+    reach: Optional[str] = None
 
 
 @dataclass(frozen=True)

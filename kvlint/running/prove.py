@@ -21,7 +21,7 @@ import ast
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 from kvlint.analysis.loc_proof import PROVEN, RAW, UNPROVEN, LocProver, Verdict
 from kvlint.analysis.pool_gate import bare_loc_taken, mark_not_needed
@@ -81,11 +81,24 @@ class Certificate:
     exempt_calls: list[tuple[str, int, str]] = field(default_factory=list)
     # Each unproven call, reported or suppressed: a run whose KV104s are all suppressed still shows them.
     unproven_calls: list[UnprovenCall] = field(default_factory=list)
+    # By the class holding the call ("" for a module function): cached with the proof, which does
+    # not depend on the admission; `by_reach` is split from it after (`kvlint.running.reach`).
+    by_class: dict[str, Counts] = field(default_factory=dict)
+    by_reach: dict[str, Counts] = field(default_factory=dict)
+
+    def split_by_reach(self, reach_of: Callable[[str], str]) -> None:
+        """`by_reach` from `by_class`, `reach_of` giving the reach of code in a class."""
+        self.by_reach = {}
+        for klass, counts in self.by_class.items():
+            into = self.by_reach.setdefault(reach_of(klass), Counts())
+            for name, value in vars(counts).items():
+                setattr(into, name, getattr(into, name) + value)
 
     def to_json(self) -> dict[str, object]:
         return {
             **self.total.to_json(),
             "by_path": {path: counts.to_json() for path, counts in sorted(self.by_path.items())},
+            "by_reach": {reach: counts.to_json() for reach, counts in sorted(self.by_reach.items())},
             "exempt_calls": [{"path": path, "line": line, "why": why} for path, line, why in self.exempt_calls],
             "unproven_calls": [call.to_json() for call in self.unproven_calls],
         }
@@ -101,6 +114,8 @@ class DoorCall:
     verdict: Verdict
     # Why the door takes a bare loc here (`pool_gate`); None when it may not.
     exempt: Optional[str] = None
+    # The class holding the call ("" for a module function).
+    klass: str = ""
 
 
 def prove_scope(
@@ -139,6 +154,7 @@ def prove_scope(
             certificate.exempt_calls.append((found.path, found.call.lineno, found.exempt))
         certificate.total.add(verdict.kind)
         certificate.by_path.setdefault(_folder(found.path, roots), Counts()).add(verdict.kind)
+        certificate.by_class.setdefault(found.klass, Counts()).add(verdict.kind)
         if verdict.kind != UNPROVEN:
             continue
         path = found.path
@@ -203,7 +219,7 @@ def _classified(where: Place, door: str, call: ast.Call, prover: LocProver, tree
     exempt = None
     if verdict.kind != PROVEN:
         exempt = bare_loc_taken(tree, prover.contract, where, call) or mark_not_needed(tree, prover.contract, where, door, call)
-    return DoorCall(where.path, door, call, loc, verdict, exempt)
+    return DoorCall(where.path, door, call, loc, verdict, exempt, where.klass)
 
 
 def _line(found: DoorCall) -> int:
@@ -227,6 +243,7 @@ def _candidate(found: DoorCall, verdict: Verdict, lines: list[bytes]) -> Candida
         snippet=snippet,
         statement_line=found.call.lineno,
         scope=found.door,
+        place=found.klass,
     )
 
 

@@ -63,8 +63,9 @@ def as_object(result: RunResult, fixes: Optional[Mapping[FindingKey, FindingFix]
             ],
             "partialFingerprints": {"kvlint/v1": finding.fingerprint},
         }
+        item["properties"] = {"reach": finding.reach, "reach_reason": finding.reach_reason}
         if finding.fix is not None:
-            item["properties"] = {"fix": finding.fix.to_json()}
+            item["properties"]["fix"] = finding.fix.to_json()
             known = (fixes or {}).get(finding_key(finding))
             if known is not None:
                 item["fixes"] = [sarif_fix(known)]

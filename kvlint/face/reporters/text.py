@@ -28,11 +28,13 @@ def render(result: RunResult, out: TextIO, *, statistics: bool = False, quiet: b
             style = "red" if finding.severity.value == "error" else "yellow"
             console.print(
                 f"{escape(path)}:{finding.line}:{finding.column}: [bold {style}]{finding.code}[/] "
-                f"[dim]{finding.name}[/] {escape(finding.message)}"
+                f"[dim]{finding.name}[/] {escape(finding.message)}{_reach_tag(finding)}"
             )
             if quiet:
                 continue
             _print_context(console, lines, finding)
+            if finding.reach_reason:
+                console.print(f"    [dim]reach ({finding.reach}): {escape(finding.reach_reason)}[/]")
             if finding.fix is not None:
                 console.print(
                     f"    [green]fix ({finding.fix.applicability.value}):[/] {escape(finding.fix.description)}"
@@ -71,12 +73,22 @@ def _print_context(console: Console, lines: list[str], finding: Finding) -> None
     console.print(" " * len(gutter) + " " * start + "[bold red]" + "^" * width + "[/]")
 
 
+def _reach_tag(finding: Finding) -> str:
+    return f" [dim]{escape(f'[{finding.reach}]')}[/]" if finding.reach else ""
+
+
 def _print_statistics(console: Console, findings: list[Finding]) -> None:
     by_rule: dict[tuple[str, str], list[Finding]] = defaultdict(list)
     for finding in findings:
         by_rule[finding.code, finding.name].append(finding)
     for (code, name), found in sorted(by_rule.items()):
         console.print(f"{len(found):>6}  {code}  {name}{_in_parentheses(fixable_counts(found), '  ')}")
+    by_reach: dict[str, int] = defaultdict(int)
+    for finding in findings:
+        by_reach[finding.reach or "undecided"] += 1
+    for reach, count in sorted(by_reach.items()):
+        # Named as a reach, not a rule: the same column holds codes just above.
+        console.print(f"{count:>6}  reach {reach}")
 
 
 def _in_parentheses(text: str, before: str = " ") -> str:
@@ -84,7 +96,7 @@ def _in_parentheses(text: str, before: str = " ") -> str:
 
 
 def _print_certificate(console: Console, certificate: Certificate) -> None:
-    """What `--prove` showed, in all and by top-level folder of the scope, and where the proof stops."""
+    """What `--prove` showed, in all, by reach and by top-level folder of the scope, and where the proof stops."""
     total = certificate.total
     suppressed = sum(call.suppressed for call in certificate.unproven_calls)
     console.print(
@@ -92,6 +104,11 @@ def _print_certificate(console: Console, certificate: Certificate) -> None:
         + (f" ({suppressed} suppressed)" if suppressed else "")
         + (f", {total.exempt} exempt (a bare loc the pool takes by design)" if total.exempt else "")
     )
+    for reach, counts in sorted(certificate.by_reach.items()):
+        console.print(
+            f"  reach {reach}: {counts.doors} doors, {counts.proven} proven, {counts.raw} raw, {counts.unproven} unproven"
+            + (f", {counts.exempt} exempt" if counts.exempt else "")
+        )
     for folder, counts in sorted(certificate.by_path.items()):
         console.print(
             f"  {escape(folder)}: {counts.doors} doors, {counts.proven} proven, {counts.raw} raw, {counts.unproven} unproven"

@@ -30,11 +30,13 @@ def diagnostic(finding: Finding, codec: PositionCodec, lines: Sequence[str]) -> 
         fix = {"applicability": finding.fix.applicability.value, "description": finding.fix.description}
     return types.Diagnostic(
         range=types.Range(start=start, end=end),
-        message=finding.message,
+        # The reach in the message: an editor shows no custom field, and a latent finding must read as one.
+        message=f"{finding.message} [{finding.reach}]" if finding.reach else finding.message,
         severity=_SEVERITY[finding.severity],
         code=finding.code,
         source=SOURCE,
-        data={"key": list(finding_key(finding)), "name": finding.name, "fix": fix},
+        data={"key": list(finding_key(finding)), "name": finding.name, "fix": fix, "reach": finding.reach,
+              "reach_reason": finding.reach_reason},
     )
 
 

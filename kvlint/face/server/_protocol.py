@@ -24,6 +24,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
 from kvlint import __version__
+from kvlint.running.reach import in_reach, with_reach
 from kvlint.api.config import ConfigError
 from kvlint.api.types import Finding, RunError
 from kvlint.face.server._convert import diagnostic
@@ -209,6 +210,8 @@ class KvlintServer(LanguageServer):
     def publish(self, state: Workspace, shown: str) -> None:
         uri = self.uris.get(shown) or from_fs_path(str(state.root / shown)) or shown
         findings = [*(self.live[shown].findings if shown in self.live else ()), *self.project.get(shown, ())]
+        # As `kvlint check` decides: every finding with its reach, those `reach =` reports.
+        findings = in_reach(with_reach(findings, state.contract.admission), state.config.reach)
         findings.sort(key=lambda finding: finding.sort_key)
         codec, lines = self.lines_of(state, shown)
         version = self.versions.get(shown) if shown in self.live else None

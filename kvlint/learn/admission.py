@@ -1,0 +1,197 @@
+"""Learn which code the engine can run on the unified pool today: the admission.
+
+Read from what the tree states, never guessed:
+
+- the gates under the unified-memory flag (`kvlint.learn.gates_read`): the allow-sets of resolved
+  backend names (`assert backends <= allowed_full`), and other refusals (`assert not
+  cfg.enable_two_batch_overlap`);
+- the backend registry (`kvlint.learn.registry_read`): each `@register("name")` factory and the
+  classes it returns on every branch;
+- the class hierarchy (`kvlint.learn.tree.class_bases`) and the pool gate (`kvlint.learn.gate`):
+  a pool whose doors refuse an unmarked loc is a unified pool.
+
+A class is `live` when an admitted factory returns it (a hardware-specific subclass on one branch
+included), when it is a base of such a class (its methods run there), or when it is a unified pool
+or a base of one. It is `latent` only when a factory the allow-set refuses builds it, and nothing
+else can: every place naming it as a value lies in a refused factory or in another latent class,
+no string spells it (a class looked up by name), no import renames it, and every subclass of it is
+latent too; its reason names the allow-set's file:line. Every other class is `unknown`, and so is
+every backend while some allow-set cannot be read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from kvlint.api.reach import LATENT, LIVE, Admission, Factory, Verdict
+from kvlint.learn.gate import class_settings
+from kvlint.learn.gates_read import UNIFIED_FLAG, AllowSet, Refusal, unified_gates
+from kvlint.learn.registry_read import FactoryRead, Reference, references, registry_factories
+from kvlint.learn.scope import Scope
+from kvlint.learn.tree import Learned, class_bases, subclasses
+
+
+def learn_admission(scope: Scope, learned: Learned) -> None:
+    where: Callable[[Path, int], str] = lambda path, line: f"{scope.shown(path)}:{line}"
+    refusals: dict[str, str] = {}
+    allow_sets: list[tuple[AllowSet, str]] = []
+    for path, stated in scope.survey(unified_gates, UNIFIED_FLAG).items():
+        for item in stated:
+            if isinstance(item, Refusal):
+                refusals.setdefault(item.flag, where(path, item.line))
+            elif isinstance(item, AllowSet):
+                allow_sets.append((item, where(path, item.line)))
+            learned.pin(path, item.line)
+    unreadable = "; ".join(f"{at}: {item.why}" for item, at in allow_sets if item.names is None)
+    readable = [set(item.names) for item, _ in allow_sets if item.names is not None]
+    admitted = set.intersection(*readable) if readable else set()
+    named = set().union(*readable) if readable else set()
+    factories = _factories(scope, learned, named, where)
+    bases = class_bases(scope)
+    verdicts = _pool_verdicts(scope, learned, bases)
+    if readable and not unreadable:
+        gate = allow_sets[0][1]
+        verdicts.update(_backend_verdicts(scope, factories, admitted, bases, gate))
+    if not (allow_sets or refusals):
+        return
+    learned.values["admission"] = Admission(
+        admitted=tuple(sorted(admitted)),
+        gates=tuple(at for _, at in allow_sets),
+        unreadable=unreadable,
+        registry=tuple(factories),
+        refusals=tuple(sorted(refusals.items())),
+        classes=tuple(sorted(verdicts.items())),
+    )
+    learned.sources["admission"] = f"learned: {len(allow_sets)} allow-sets, {len(refusals)} refusals, {len(factories)} factories"
+
+
+def _factories(scope: Scope, learned: Learned, named: set[str], where: Callable[[Path, int], str]) -> list[Factory]:
+    """The registry whose names the allow-sets name most (a LoRA registry may share a name or two)."""
+    best: tuple[int, Path, tuple[FactoryRead, ...]] | None = None
+    for path, reads in scope.survey(registry_factories).items():
+        overlap = len(named & {read.name for read in reads})
+        if overlap and (best is None or overlap > best[0]):
+            best = (overlap, path, reads)
+    if best is None:
+        return []
+    _, path, reads = best
+    for read in reads:
+        learned.pin(path, read.line)
+    return [Factory(read.name, read.function, where(path, read.line), read.returned, read.opaque) for read in reads]
+
+
+def _classes_of(factory: Factory, by_function: Mapping[str, Factory], bases: Mapping[str, set[str]],
+                seen: frozenset[str] = frozenset()) -> set[str]:
+    """The tree's classes a factory returns, through the factories it returns a call of."""
+    found: set[str] = set()
+    for name in factory.classes:
+        if name in by_function and name not in seen:
+            found |= _classes_of(by_function[name], by_function, bases, seen | {factory.function})
+        elif name in bases:
+            found.add(name)
+    return found
+
+
+def _ancestors(names: Iterable[str], bases: Mapping[str, set[str]]) -> dict[str, str]:
+    """Each ancestor of `names` in the tree, with the class it is an ancestor of."""
+    found: dict[str, str] = {}
+    for name in names:
+        pending = list(bases.get(name, ()))
+        while pending:
+            base = pending.pop()
+            if base not in found and base != name:
+                found[base] = name
+                pending.extend(bases.get(base, ()))
+    return found
+
+
+def _pool_verdicts(scope: Scope, learned: Learned, bases: Mapping[str, set[str]]) -> dict[str, Verdict]:
+    """Unified pools (the mark gate on) and their bases: the admitted path writes through them."""
+    gate = str(learned.values.get("mark-gate", ""))
+    if not gate:
+        return {}
+    on: set[str] = set()
+    off: set[str] = set()
+    for answer in scope.survey(class_settings, gate).values():
+        if isinstance(answer, str):
+            return {}
+        for klass, value in answer:
+            (on if value else off).add(klass)
+    gated = {name for name in subclasses(on, bases) if name not in off or name in on}
+    source = learned.sources.get("mark-gate", "")
+    verdicts = {name: Verdict(LIVE, f"a unified pool: `{gate}` is on ({source})") for name in sorted(gated)}
+    for base, pool in _ancestors(sorted(gated), bases).items():
+        verdicts.setdefault(base, Verdict(LIVE, f"a base of the unified pool {pool}"))
+    return verdicts
+
+
+def _backend_verdicts(scope: Scope, factories: list[Factory], admitted: set[str], bases: Mapping[str, set[str]],
+                      gate: str) -> dict[str, Verdict]:
+    by_function = {factory.function: factory for factory in factories}
+    verdicts: dict[str, Verdict] = {}
+    reached: set[str] = set()
+    for factory in factories:
+        if factory.name in admitted:
+            reached |= _delegates(factory, by_function)
+            for klass in sorted(_classes_of(factory, by_function, bases)):
+                verdicts.setdefault(klass, Verdict(LIVE, f"built by the admitted backend `{factory.name}` "
+                                                         f"({factory.function}, {factory.where}; allow-set {gate})"))
+    for base, klass in _ancestors(sorted(verdicts), bases).items():
+        verdicts.setdefault(base, Verdict(LIVE, f"a base of {klass}, built by an admitted backend"))
+    refused = {factory.function: factory for factory in factories
+               if factory.name not in admitted and factory.function not in reached}
+    candidates: dict[str, Factory] = {}
+    for factory in refused.values():
+        for klass in sorted(_classes_of(factory, by_function, bases)):
+            candidates.setdefault(klass, factory)
+    latent = _latent(scope, set(candidates), set(refused), verdicts, bases)
+    for klass in sorted(latent - set(refused)):
+        refusing = candidates.get(klass)
+        if refusing is not None:
+            why = f"backend `{refusing.name}` ({refusing.function}, {refusing.where}) is not in the unified-memory allow-set {gate}"
+        else:
+            why = f"a subclass built only by refused backends; the unified-memory allow-set {gate} refuses them"
+        verdicts[klass] = Verdict(LATENT, why)
+    return verdicts
+
+
+def _delegates(factory: Factory, by_function: Mapping[str, Factory]) -> set[str]:
+    found, pending = {factory.function}, [factory]
+    while pending:
+        for name in pending.pop().classes:
+            if name in by_function and name not in found:
+                found.add(name)
+                pending.append(by_function[name])
+    return found
+
+
+def _latent(scope: Scope, candidates: set[str], refused: set[str], live: Mapping[str, Verdict],
+            bases: Mapping[str, set[str]]) -> set[str]:
+    """The candidates (and refused factories) nothing but refused code can build: a fixed point
+    from all of them, dropping any that some other place names, until none is dropped."""
+    classes = subclasses(candidates, bases) - set(live)
+    names = tuple(sorted(classes | refused))
+    refs: dict[str, list[Reference]] = {}
+    for answer in scope.survey(references, names).values():
+        for ref in answer:
+            refs.setdefault(ref.name, []).append(ref)
+    latent = set(names)
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(latent):
+            if not _only_refused(name, refs.get(name, []), latent, name in classes, bases):
+                latent.discard(name)
+                changed = True
+    return latent
+
+
+def _only_refused(name: str, refs: list[Reference], latent: set[str], is_class: bool,
+                  bases: Mapping[str, set[str]]) -> bool:
+    if any(ref.kind != "value" or (ref.place not in latent and ref.place != name) for ref in refs):
+        return False
+    if not is_class:
+        return True
+    built = any(ref.place in latent and ref.place != name for ref in refs)
+    return built and subclasses({name}, bases) <= latent

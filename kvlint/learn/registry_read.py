@@ -1,0 +1,238 @@
+"""What one file states of a backend registry, and where it names a class or function.
+
+A registry is a decorator `register(name)` whose inner function stores the decorated factory
+under `name` (`ATTENTION_BACKENDS[name] = fn`); its factories are the module functions decorated
+`@register("triton")`. What a factory returns is read on every branch: `return X(...)` names X
+(through the file's `import ... as` aliases), `return other_factory(...)` delegates, anything
+else (a variable, a call kvlint cannot name) makes the factory opaque.
+
+`references` is how admission tells whether a class could be built outside the factories that
+refuse it: every place a file names it as a value (a call, an argument, a binding), and any
+string equal to it (a class looked up by name). A name in an import, a class's bases, an
+annotation or an `isinstance` test builds nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+from kvlint.learn.memo import remembered
+from kvlint.learn.tree import parsed_tree
+
+
+@dataclass(frozen=True)
+class FactoryRead:
+    name: str
+    function: str
+    # Named by `return X(...)`, on any branch; `delegates`: other functions returned by a call.
+    returned: tuple[str, ...]
+    opaque: bool
+    line: int = field(compare=False)
+
+
+# A module-level decorator taking a string: `@register_attention_backend("triton")`.
+_NAMED_DECORATOR = re.compile(rb"^@(\w+)\([ \t]*[\"']", re.MULTILINE)
+
+
+def registry_factories(data: bytes) -> tuple[FactoryRead, ...]:
+    """The factories a file registers, remembered by content."""
+    if b"@" not in data:
+        return ()
+    # Only a file defining the decorator it applies can be read as a registry.
+    decorators = {match.group(1) for match in _NAMED_DECORATOR.finditer(data)}
+    if not any(b"def " + name + b"(" in data for name in decorators):
+        return ()
+    return tuple(remembered("registry-factories", data, (), lambda: list(_factories(data))))
+
+
+def _factories(data: bytes) -> Iterator[FactoryRead]:
+    tree = parsed_tree(data)
+    if tree is None:
+        return
+    registers = {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and _is_register(node)}
+    if not registers:
+        return
+    aliases = _aliases(tree)
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            name = _registered_name(decorator, registers)
+            if name is not None:
+                returned, opaque = _returned(node, {**aliases, **_aliases(node)})
+                yield FactoryRead(name, node.name, returned, opaque, node.lineno)
+
+
+def _is_register(function: ast.FunctionDef) -> bool:
+    """`def register(name): def decorator(fn): D[name] = fn ...`."""
+    if len(function.args.args) != 1:
+        return False
+    key = function.args.args[0].arg
+    for inner in function.body:
+        if isinstance(inner, ast.FunctionDef) and len(inner.args.args) == 1:
+            stored = inner.args.args[0].arg
+            for node in ast.walk(inner):
+                if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == stored
+                        and any(isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Name) and t.slice.id == key
+                                for t in node.targets)):
+                    return True
+    return False
+
+
+def _registered_name(decorator: ast.expr, registers: set[str]) -> Optional[str]:
+    if (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Name) and decorator.func.id in registers
+            and len(decorator.args) == 1 and isinstance(decorator.args[0], ast.Constant)
+            and isinstance(decorator.args[0].value, str)):
+        return decorator.args[0].value
+    return None
+
+
+def _aliases(node: ast.AST) -> dict[str, str]:
+    """`import ... X as Y` in `node`'s own body (a function's local imports included): Y -> X."""
+    found = {}
+    for inner in ast.walk(node) if isinstance(node, ast.FunctionDef) else getattr(node, "body", ()):
+        if isinstance(inner, ast.ImportFrom):
+            for alias in inner.names:
+                if alias.asname:
+                    found[alias.asname] = alias.name
+    return found
+
+
+def _returned(function: ast.FunctionDef, aliases: dict[str, str]) -> tuple[tuple[str, ...], bool]:
+    names: list[str] = []
+    opaque = False
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        value = node.value
+        called = value.func if isinstance(value, ast.Call) else None
+        name = called.id if isinstance(called, ast.Name) else called.attr if isinstance(called, ast.Attribute) else None
+        if name is None:
+            opaque = True
+        else:
+            names.append(aliases.get(name, name))
+    return tuple(dict.fromkeys(names)), opaque
+
+
+@dataclass(frozen=True)
+class Reference:
+    """`name` used as a value (or spelled in a string, `kind` "string"; imported under another
+    name, "alias") inside the top-level definition `place` ("" at module level)."""
+
+    name: str
+    kind: str
+    place: str
+    line: int = field(compare=False)
+
+
+def references(data: bytes, names: tuple[str, ...]) -> tuple[Reference, ...]:
+    """Where a file names any of `names` in a way that could build it, remembered by content."""
+    wanted = tuple(name for name in names if name.encode() in data)
+    if not wanted:
+        return ()
+    return tuple(remembered("references", data, wanted, lambda: list(_references(data, set(wanted)))))
+
+
+def _references(data: bytes, wanted: set[str]) -> Iterator[Reference]:
+    for statement, offset, hits in _statements_spelling(data, wanted):
+        place = statement.name if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ""
+        quiet = _building_nothing(statement, hits)
+        for node in _spelling(statement, hits):
+            if id(node) in quiet:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name in wanted and alias.asname and alias.asname != alias.name:
+                        yield Reference(alias.name, "alias", place, node.lineno + offset)
+                continue
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name in wanted and name is not None:
+                yield Reference(name, "value", place, getattr(node, "lineno", 0) + offset)
+            elif isinstance(node, ast.Constant) and node.value in wanted:
+                yield Reference(str(node.value), "string", place, node.lineno + offset)
+
+
+def _spelling(node: ast.AST, hits: list[int]) -> Iterator[ast.AST]:
+    """`node` and the nodes below it that may spell a wanted name: a name is spelled on a line in
+    `hits` (1-based, sorted), so a subtree whose lines hold none is not walked. A backend class
+    of a few thousand lines names itself in a handful; walking it whole was most of learning
+    the admission on sglang/srt."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        yield current
+        for child in ast.iter_child_nodes(current):
+            first = getattr(child, "lineno", None)
+            # A definition's line is its `def`/`class`: its decorators stand above it.
+            decorators = getattr(child, "decorator_list", None)
+            if first is not None and decorators:
+                first = min(first, *(decorator.lineno for decorator in decorators))
+            if first is None or _holds_hit(first, getattr(child, "end_lineno", None) or first, hits):
+                pending.append(child)
+
+
+def _holds_hit(first: int, last: int, hits: list[int]) -> bool:
+    at = bisect_left(hits, first)
+    return at < len(hits) and hits[at] <= last
+
+
+_TOP_LEVEL = re.compile(rb"^(?:[^\s#)\]}]|$)")
+
+
+def _statements_spelling(data: bytes, wanted: set[str]) -> list[tuple[ast.stmt, int, list[int]]]:
+    """The top-level statements whose lines spell one of `wanted`. A backend file is long and
+    names a class in a few places: each statement is cut out at the lines starting in column 0
+    and parsed alone; where a cut does not parse (a string or bracket spanning it), the whole file.
+    Each comes with what its line numbers lack (the cut's first line) and the lines spelling a
+    name in its own numbering."""
+    lines = data.split(b"\n")
+    hits = [number for number, text in enumerate(lines) if any(name.encode() in text for name in wanted)]
+    starts = [number for number, text in enumerate(lines) if text and _TOP_LEVEL.match(text)]
+    found: list[tuple[ast.stmt, int, list[int]]] = []
+    done: set[int] = set()
+    for hit in hits:
+        first = max((start for start in starts if start <= hit), default=0)
+        while first > 0 and lines[first - 1].startswith(b"@"):
+            first -= 1
+        if first in done:
+            continue
+        done.add(first)
+        last = min((start for start in starts if start > hit and not lines[start].startswith(b"@")), default=len(lines))
+        try:
+            piece = ast.parse(b"\n".join(lines[first:last]))
+        except (SyntaxError, ValueError):
+            tree = parsed_tree(data)
+            whole = [hit + 1 for hit in hits]
+            return [] if tree is None else [(s, 0, whole) for s in tree.body if _spans_any(s, hits)]
+        within = [hit - first + 1 for hit in hits if first <= hit < last]
+        found.extend((statement, first, within) for statement in piece.body)
+    return found
+
+
+def _spans_any(statement: ast.stmt, hits: list[int]) -> bool:
+    end = statement.end_lineno or statement.lineno
+    return any(statement.lineno <= hit + 1 <= end for hit in hits)
+
+
+def _building_nothing(statement: ast.stmt, hits: list[int]) -> set[int]:
+    """The nodes below `statement` that name a class without building it: bases, annotations,
+    `isinstance`/`issubclass` tests (their ids); only where `hits` may spell one."""
+    quiet: list[ast.AST] = []
+    for node in _spelling(statement, hits):
+        if isinstance(node, ast.ClassDef):
+            quiet.extend(node.bases)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args
+            every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+            quiet.extend(arg.annotation for arg in every if arg is not None and arg.annotation is not None)
+            if node.returns is not None:
+                quiet.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            quiet.append(node.annotation)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "issubclass"):
+            quiet.extend(node.args[1:])
+    return {id(inner) for node in quiet for inner in ast.walk(node)}

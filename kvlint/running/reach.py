@@ -1,0 +1,56 @@
+"""Each finding's reach, decided after checking from the admission learned of the tree.
+
+It reads only a finding's code and the class its flagged code sits in (the outermost part of
+`Finding.scope`), never its file: which findings exist does not depend on it, and a cached
+result stays valid when only a gate moves. KV301 flags the two-batch-overlap split: where the
+tree refuses two-batch overlap under unified memory, every finding of it is latent there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterable
+
+from kvlint.api.reach import LATENT, UNKNOWN, Admission, Verdict, reported
+from kvlint.api.types import Finding
+
+# The rules whose findings only a two-batch-overlap split runs, and the flag that turns it on.
+_TBO_CODES = frozenset({"KV301"})
+TBO_FLAG = "enable_two_batch_overlap"
+
+
+def verdict_of(finding: Finding, admission: Admission) -> Verdict:
+    return verdict_at(finding.code, finding.scope, admission)
+
+
+def verdict_at(code: str, scope: str, admission: Admission) -> Verdict:
+    """The reach of a finding of `code` whose code sits in `scope` (enclosing classes and functions)."""
+    if code in _TBO_CODES:
+        where = admission.refusal(TBO_FLAG)
+        if where is not None:
+            return Verdict(LATENT, f"two-batch overlap is refused under unified memory ({where})")
+        return Verdict(UNKNOWN, "the tree states no refusal of two-batch overlap under unified memory")
+    if admission.unreadable:
+        return Verdict(UNKNOWN, f"an allow-set kvlint cannot read: {admission.unreadable}")
+    owner = scope.split(".", 1)[0]
+    found = admission.class_verdict(owner) if owner else None
+    if found is not None:
+        return found
+    if not (admission.gates or admission.refusals):
+        return Verdict(UNKNOWN, "the tree states no unified-memory gate")
+    where = f"in {owner}" if owner else "at module level"
+    return Verdict(UNKNOWN, f"{where}: not tied to an admitted or refused backend, nor to a unified pool")
+
+
+def with_reach(findings: Iterable[Finding], admission: Admission) -> list[Finding]:
+    """`findings`, each with its reach and reason."""
+    decided = []
+    for finding in findings:
+        verdict = verdict_of(finding, admission)
+        decided.append(replace(finding, reach=verdict.reach, reach_reason=verdict.reason))
+    return decided
+
+
+def in_reach(findings: Iterable[Finding], scope: str) -> list[Finding]:
+    """The findings `--reach scope` reports (and fails on)."""
+    return [finding for finding in findings if reported(finding.reach, scope)]

@@ -1,0 +1,190 @@
+"""Reach: every finding says whether the engine can run its code on the unified pool today."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kvlint.face.cli import main
+
+GATE = '''
+ALLOWED = frozenset({"triton", "fa3"})
+
+
+def handle_unified(cfg):
+    if not cfg.enable_unified_memory:
+        return
+    backends = set(attention_backends_of(cfg))
+    assert backends <= ALLOWED, "refused"
+    assert not cfg.enable_two_batch_overlap, "no TBO"
+'''
+
+COMPUTED_GATE = '''
+def handle_unified(cfg):
+    if not cfg.enable_unified_memory:
+        return
+    backends = set(attention_backends_of(cfg))
+    assert backends <= load_allowed(), "refused"
+'''
+
+REGISTRY = '''
+BACKENDS = {}
+
+
+def register_backend(name):
+    def decorator(fn):
+        BACKENDS[name] = fn
+        return fn
+
+    return decorator
+
+
+@register_backend("triton")
+def create_triton(runner):
+    from backends import TritonBackend
+
+    return TritonBackend(runner)
+
+
+@register_backend("fa3")
+def create_fa3(runner):
+    if runner.musa:
+        from backends import MusaFA3Backend
+
+        return MusaFA3Backend(runner)
+    from backends import FA3Backend
+
+    return FA3Backend(runner)
+
+
+@register_backend("aiter")
+def create_aiter(runner):
+    from backends import AiterBackend
+
+    return AiterBackend(runner)
+'''
+
+BACKENDS = '''
+class Base:
+    pass
+
+
+def shared_write(pool, forward_batch, k, v):
+    pool.set_kv_buffer(None, forward_batch.out_cache_loc, k, v)
+
+
+class TritonBackend(Base):
+    def forward(self, layer, forward_batch, k, v):
+        shared_write(forward_batch.token_to_kv_pool, forward_batch, k, v)
+
+
+class FA3Backend(Base):
+    pass
+
+
+class MusaFA3Backend(FA3Backend):
+    def forward(self, layer, forward_batch, k, v):
+        forward_batch.token_to_kv_pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)
+
+
+class AiterBackend(Base):
+    def forward(self, layer, forward_batch, k, v):
+        forward_batch.token_to_kv_pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)
+        shared_write(forward_batch.token_to_kv_pool, forward_batch, k, v)
+'''
+
+
+def _engine(root: Path, gate: str = GATE) -> Path:
+    (root / "pyproject.toml").write_text("[tool.kvlint]\n")
+    for name, text in {"gate.py": gate, "registry.py": REGISTRY, "backends.py": BACKENDS}.items():
+        (root / name).write_text(textwrap.dedent(text))
+    return root
+
+
+def _findings(root: Path, *options: str) -> list[dict[str, object]]:
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", *options, str(root)])
+    assert result.exit_code in (0, 1), result.output
+    return list(json.loads(result.output)["findings"])
+
+
+def _by_line(findings: list[dict[str, object]]) -> dict[int, dict[str, object]]:
+    return {int(str(finding["line"])): finding for finding in findings}
+
+
+def test_admitted_name_returning_a_hardware_subclass_on_one_branch_is_live(tmp_path: Path) -> None:
+    found = _by_line(_findings(_engine(tmp_path)))
+    musa = found[21]
+    assert musa["reach"] == "live"
+    assert "`fa3`" in str(musa["reach_reason"])
+
+
+def test_backend_outside_the_allow_set_is_latent_naming_the_gate(tmp_path: Path) -> None:
+    found = _by_line(_findings(_engine(tmp_path)))
+    aiter = found[26]
+    assert aiter["reach"] == "latent"
+    assert "gate.py:9" in str(aiter["reach_reason"]) and "`aiter`" in str(aiter["reach_reason"])
+
+
+def test_shared_helper_called_from_admitted_and_refused_backends_is_never_latent(tmp_path: Path) -> None:
+    found = _by_line(_findings(_engine(tmp_path)))
+    assert found[7]["reach"] in ("live", "unknown")
+
+
+def test_an_allow_set_kvlint_cannot_read_leaves_every_backend_unknown(tmp_path: Path) -> None:
+    found = _findings(_engine(tmp_path, COMPUTED_GATE))
+    assert found and {finding["reach"] for finding in found} == {"unknown"}
+    assert all("cannot read" in str(finding["reach_reason"]) for finding in found)
+
+
+def test_reach_live_drops_latent_findings_and_live_only_drops_unknown_too(tmp_path: Path) -> None:
+    root = _engine(tmp_path)
+    every = _findings(root)
+    live = _findings(root, "--reach", "live")
+    only = _findings(root, "--reach", "live-only")
+    assert {f["reach"] for f in every} == {"live", "latent", "unknown"}
+    assert {f["reach"] for f in live} == {"live", "unknown"}
+    assert {f["reach"] for f in only} == {"live"}
+
+
+def test_reach_in_the_configuration_scopes_the_run_and_its_exit_code(tmp_path: Path) -> None:
+    root = _engine(tmp_path)
+    (root / "backends.py").write_text(textwrap.dedent(BACKENDS).replace("shared_write(forward_batch.token_to_kv_pool, forward_batch, k, v)\n\n\nclass FA3", "pass\n\n\nclass FA3").replace(
+        "class MusaFA3Backend(FA3Backend):\n    def forward(self, layer, forward_batch, k, v):\n        forward_batch.token_to_kv_pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)",
+        "class MusaFA3Backend(FA3Backend):\n    pass").replace("def shared_write(pool, forward_batch, k, v):\n    pool.set_kv_buffer(None, forward_batch.out_cache_loc, k, v)", "def shared_write(pool, forward_batch, k, v):\n    pass"))
+    (root / "pyproject.toml").write_text('[tool.kvlint]\nreach = "live"\n')
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", str(root)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["findings"] == []
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--reach", "all", "--format", "json", str(root)])
+    assert result.exit_code == 1
+    assert {f["reach"] for f in json.loads(result.output)["findings"]} == {"latent"}
+
+
+def test_an_unknown_reach_in_the_configuration_is_a_one_line_error(tmp_path: Path) -> None:
+    root = _engine(tmp_path)
+    (root / "pyproject.toml").write_text('[tool.kvlint]\nreach = "sometimes"\n')
+    result = CliRunner().invoke(main, ["check", "--no-cache", str(root)])
+    assert result.exit_code == 2
+    assert "reach" in result.output and "Traceback" not in result.output
+
+
+def test_text_report_tags_reach_and_statistics_count_by_it(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--statistics", str(_engine(tmp_path))])
+    assert "[latent]" in result.output and "[live]" in result.output
+    assert "     1  reach latent" in result.output.splitlines()
+
+
+def test_sarif_carries_reach_in_each_result_properties(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--format", "sarif", str(_engine(tmp_path))])
+    results = json.loads(result.output)["runs"][0]["results"]
+    assert results and all(item["properties"]["reach"] in ("live", "latent", "unknown") for item in results)
+
+
+def test_contract_lists_the_admission_with_file_and_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["contract", "--no-cache", str(_engine(tmp_path))])
+    assert "admission: backends [\"fa3\", \"triton\"]" in result.output
+    assert "backend aiter [refused]" in result.output and "registry.py:" in result.output
+    assert "refused: enable_two_batch_overlap" in result.output and "gate.py:10" in result.output
