@@ -128,6 +128,17 @@ def test_backend_outside_the_allow_set_is_latent_naming_the_gate(tmp_path: Path)
     assert "gate.py:9" in str(aiter["reach_reason"]) and "`aiter`" in str(aiter["reach_reason"])
 
 
+def test_a_refused_backend_built_another_way_too_is_unknown_naming_that_way(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    # A multi-step draft backend builds it by class, and no gate refuses the draft path.
+    (engine / "draft.py").write_text("from backends import AiterBackend\n\n\nclass AiterDraft:\n"
+                                     "    def __init__(self, runner):\n        self.one = AiterBackend(runner)\n")
+    aiter = _by_line(_findings(engine))[26]
+    assert aiter["reach"] == "unknown"
+    assert "refused backend `aiter`" in str(aiter["reach_reason"])
+    assert "draft.py:6 (in AiterDraft)" in str(aiter["reach_reason"])
+
+
 def test_shared_helper_called_from_admitted_and_refused_backends_is_never_latent(tmp_path: Path) -> None:
     found = _by_line(_findings(_engine(tmp_path)))
     assert found[7]["reach"] in ("live", "unknown")

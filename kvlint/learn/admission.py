@@ -22,9 +22,9 @@ every backend while some allow-set cannot be read.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Optional
 
-from kvlint.api.reach import LATENT, LIVE, Admission, Factory, Verdict
+from kvlint.api.reach import LATENT, LIVE, UNKNOWN, Admission, Factory, Verdict
 from kvlint.learn.gate import class_settings
 from kvlint.learn.gates_read import UNIFIED_FLAG, AllowSet, Refusal, unified_gates
 from kvlint.learn.registry_read import FactoryRead, Reference, references, registry_factories
@@ -52,7 +52,7 @@ def learn_admission(scope: Scope, learned: Learned) -> None:
     verdicts = _pool_verdicts(scope, learned, bases)
     if readable and not unreadable:
         gate = allow_sets[0][1]
-        verdicts.update(_backend_verdicts(scope, factories, admitted, bases, gate))
+        verdicts.update(_backend_verdicts(scope, factories, admitted, bases, gate, where))
     if not (allow_sets or refusals):
         return
     learned.values["admission"] = Admission(
@@ -127,7 +127,7 @@ def _pool_verdicts(scope: Scope, learned: Learned, bases: Mapping[str, set[str]]
 
 
 def _backend_verdicts(scope: Scope, factories: list[Factory], admitted: set[str], bases: Mapping[str, set[str]],
-                      gate: str) -> dict[str, Verdict]:
+                      gate: str, where: Callable[[Path, int], str]) -> dict[str, Verdict]:
     by_function = {factory.function: factory for factory in factories}
     verdicts: dict[str, Verdict] = {}
     reached: set[str] = set()
@@ -145,7 +145,13 @@ def _backend_verdicts(scope: Scope, factories: list[Factory], admitted: set[str]
     for factory in refused.values():
         for klass in sorted(_classes_of(factory, by_function, bases)):
             candidates.setdefault(klass, factory)
-    latent = _latent(scope, set(candidates), set(refused), verdicts, bases)
+    latent, escapes = _latent(scope, set(candidates), set(refused), verdicts, bases, where)
+    for klass, escape in sorted(escapes.items()):
+        refusing = candidates.get(klass)
+        if refusing is not None and klass not in verdicts:
+            # Built by a refused backend, yet reachable another way: not latent, and the reason says which way.
+            verdicts[klass] = Verdict(UNKNOWN, f"built by the refused backend `{refusing.name}` ({refusing.where}), "
+                                               f"but also {escape}, which no unified-memory gate refuses")
     for klass in sorted(latent - set(refused)):
         refusing = candidates.get(klass)
         if refusing is not None:
@@ -167,31 +173,43 @@ def _delegates(factory: Factory, by_function: Mapping[str, Factory]) -> set[str]
 
 
 def _latent(scope: Scope, candidates: set[str], refused: set[str], live: Mapping[str, Verdict],
-            bases: Mapping[str, set[str]]) -> set[str]:
+            bases: Mapping[str, set[str]], where: Callable[[Path, int], str]) -> tuple[set[str], dict[str, str]]:
     """The candidates (and refused factories) nothing but refused code can build: a fixed point
-    from all of them, dropping any that some other place names, until none is dropped."""
+    from all of them, dropping any that some other place names, until none is dropped; and, for
+    each one dropped, how it escapes the refusal."""
     classes = subclasses(candidates, bases) - set(live)
     names = tuple(sorted(classes | refused))
-    refs: dict[str, list[Reference]] = {}
-    for answer in scope.survey(references, names).values():
+    refs: dict[str, list[tuple[Path, Reference]]] = {}
+    for path, answer in scope.survey(references, names).items():
         for ref in answer:
-            refs.setdefault(ref.name, []).append(ref)
+            refs.setdefault(ref.name, []).append((path, ref))
     latent = set(names)
+    escapes: dict[str, str] = {}
     changed = True
     while changed:
         changed = False
         for name in sorted(latent):
-            if not _only_refused(name, refs.get(name, []), latent, name in classes, bases):
+            escape = _escape(name, refs.get(name, []), latent, name in classes, bases, where)
+            if escape is not None:
                 latent.discard(name)
+                escapes[name] = escape
                 changed = True
-    return latent
+    return latent, escapes
 
 
-def _only_refused(name: str, refs: list[Reference], latent: set[str], is_class: bool,
-                  bases: Mapping[str, set[str]]) -> bool:
-    if any(ref.kind != "value" or (ref.place not in latent and ref.place != name) for ref in refs):
-        return False
+def _escape(name: str, refs: list[tuple[Path, Reference]], latent: set[str], is_class: bool,
+            bases: Mapping[str, set[str]], where: Callable[[Path, int], str]) -> Optional[str]:
+    """How `name` escapes the refused code: a place outside it naming it, a subclass that is not
+    latent, or no refused place building it; None where only refused code can build it."""
+    for path, ref in refs:
+        if ref.kind != "value" or (ref.place not in latent and ref.place != name):
+            spelled = {"string": "spelled in a string", "alias": "imported under another name"}.get(ref.kind, "named")
+            return f"{spelled} at {where(path, ref.line)} (in {ref.place or 'module level'})"
     if not is_class:
-        return True
-    built = any(ref.place in latent and ref.place != name for ref in refs)
-    return built and subclasses({name}, bases) <= latent
+        return None
+    others = sorted(subclasses({name}, bases) - latent - {name})
+    if others:
+        return f"the base of `{others[0]}`, which is not refused"
+    if not any(ref.place in latent and ref.place != name for _path, ref in refs):
+        return "built by no refused code kvlint can see"
+    return None
