@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+import kvlint.learn.contract
 import kvlint.store.contract_cache
 import kvlint.learn.doors
 from kvlint.api.config import load_config
@@ -45,7 +46,7 @@ def no_learning(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_args: Any) -> NoReturn:
         raise AssertionError("learned again")
 
-    monkeypatch.setattr(kvlint.store.contract_cache, "learn_asking", refuse)
+    monkeypatch.setattr(kvlint.learn.contract, "learn_asking", refuse)
 
 
 def test_a_second_run_over_an_unchanged_tree_does_not_learn(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,7 +103,7 @@ def test_without_the_cache_the_contract_is_neither_read_nor_written(tree: Path, 
     assert not (tree / ".kvlint_cache" / CONTRACT_FILE).exists()
     lint()
     learned = []
-    monkeypatch.setattr(kvlint.store.contract_cache, "learn_contract", lambda *args: learned.append(args) or Contract())
+    monkeypatch.setattr(kvlint.learn.contract, "learn_contract", lambda *args: learned.append(args) or Contract())
     lint(cache=False)
     assert len(learned) == 1
 

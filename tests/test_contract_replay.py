@@ -9,6 +9,7 @@ from typing import Any, Callable, NoReturn
 
 import pytest
 
+import kvlint.learn.contract
 import kvlint.store.contract_cache
 import kvlint.running.engine
 from kvlint.api.config import Config, load_config
@@ -185,7 +186,7 @@ def test_an_edit_learning_does_not_read_keeps_the_contract(
     assert dict(before.write_doors) == {"put": 1, "set_kv_buffer": 1} and before.mark_gate == "requires_physical_write_loc"
     _edit(tree, name, edit)
     with monkeypatch.context() as patched:
-        patched.setattr(kvlint.store.contract_cache, "learn_asking", _refuse_learning)
+        patched.setattr(kvlint.learn.contract, "learn_asking", _refuse_learning)
         after, cached = _learned(config, tree)
     assert cached and _whole(after) == _whole(before) == _whole(learn_contract(config, _sources(tree)))
 
@@ -215,7 +216,7 @@ def test_an_edit_then_its_undo_are_both_answered_from_the_cache(tree: Path, monk
     config = load_config()
     before: Contract = _learned(config, tree)[0]
     original = (tree / "engine" / "backend.py").read_text()
-    monkeypatch.setattr(kvlint.store.contract_cache, "learn_asking", _refuse_learning)
+    monkeypatch.setattr(kvlint.learn.contract, "learn_asking", _refuse_learning)
     _edit(tree, *KEEPING["lines shift in a file whose doors calls are read"])
     assert _learned(config, tree) == (before, True)
     (tree / "engine" / "backend.py").write_text(original)
@@ -231,7 +232,7 @@ def test_a_tree_switched_back_and_forth_learns_each_state_once(tree: Path, monke
         wrapper.write_text(text)
         contracts.append(_learned(config, tree)[0])
     assert _whole(contracts[0]) != _whole(contracts[1])
-    monkeypatch.setattr(kvlint.store.contract_cache, "learn_asking", _refuse_learning)
+    monkeypatch.setattr(kvlint.learn.contract, "learn_asking", _refuse_learning)
     for text, contract in [*zip(states, contracts), *zip(states, contracts)]:
         wrapper.write_text(text)
         found, cached = _learned(config, tree)

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 import pytest
 from click.testing import CliRunner
 
+import kvlint.learn.contract
 import kvlint.store.contract_cache
 from kvlint.cli import main
 from kvlint.learn.installed_engine import InstalledEngine
@@ -261,7 +262,7 @@ def test_an_edit_to_the_plugin_keeps_what_was_learned_from_the_engine(
         raise AssertionError("learned again")
 
     # The edited file answers learning's questions as before: neither the tree nor the engine is learned again.
-    monkeypatch.setattr(kvlint.store.contract_cache, "learn_asking", refuse)
+    monkeypatch.setattr(kvlint.learn.contract, "learn_asking", refuse)
     monkeypatch.setattr(InstalledEngine, "sources", refuse)
     assert_speaks_the_engines_words(check())
 

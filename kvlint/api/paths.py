@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# Markers of a project root: a package path never climbs past one.
+ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
 
 def display_path(path: Path, cwd: Path) -> str:
     # A run shows every file of the tree several times: a prefix test on the text is many

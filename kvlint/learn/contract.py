@@ -62,6 +62,7 @@ from typing import Any, Mapping, Optional
 
 from kvlint.api.config import Config, configured_contract
 from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contract
+from kvlint.api.paths import ROOT_MARKERS
 from kvlint.learn.admission import learn_admission
 from kvlint.learn.binding import learn_binding_methods
 from kvlint.processes.collector import collector_paused
@@ -81,10 +82,6 @@ from kvlint.learn.tree import (
     learn_door_checks as _learn_door_checks,
     learn_import_spellings as _learn_import_spellings,
 )
-
-# Markers of a project root: a package path never climbs past one.
-ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
-
 
 def learn_contract(config: Config, sources: Mapping[Path, bytes]) -> Contract:
     """The configured contract with its "auto" values learned from `sources` (and the installed

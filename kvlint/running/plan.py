@@ -26,7 +26,6 @@ from kvlint.api.types import Applicability
 
 from kvlint.api.rule import ProjectRule, Rule
 from kvlint.running.discovery import discover
-from kvlint.learn.contract import learn_contract
 
 
 @dataclass(frozen=True)
@@ -220,6 +219,9 @@ def codemod_request(path: str, codes: tuple[str, ...]) -> CheckRequest:
 @lru_cache(maxsize=4)
 def _learned_contract(config: Config, cwd: str) -> Contract:
     """The contract `kvlint check` would learn here, once per process (LibCST runs one per worker)."""
+    # Imported here: only a codemod run learns here; a `kvlint check` that the cache answers never loads the learners.
+    from kvlint.learn.contract import learn_contract
+
     scope = discover(config.context, config.exclude, config.root)
     sources: dict[Path, bytes] = {}
     for file in scope.files:

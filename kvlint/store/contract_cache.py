@@ -36,10 +36,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from kvlint.api.paths import ROOT_MARKERS
 from kvlint.api.config import Config, configured_contract
 from kvlint.api.contract import Contract
 from kvlint.store.result_cache import dataclass_identity, digest, prepare_directory, run_key, write_atomically
-from kvlint.learn.contract import ROOT_MARKERS, learn_asking, learn_contract
 from kvlint.learn.installed_engine import engine_package, locate_engine
 from kvlint.learn.memo import recall, used
 from kvlint.learn.scope import Asked
@@ -66,6 +66,9 @@ def contract_for(
     reads only; `file_digests`: each source's `digest`, where the caller has them (the result
     cache needs them too)."""
     if directory is None:
+        # Imported here, as below: the learners are most of a warm run's imports, and the cache answers it.
+        from kvlint.learn.contract import learn_contract
+
         return learn_contract(config, sources), False
     paths = sorted(sources)
     frame = frame_key(config, paths)
@@ -76,17 +79,27 @@ def contract_for(
         (learning for learning in reversed(known.learnings) if learning.frame == frame),
         key=lambda learning: learning.digests != digests,
     )
-    # What learning read of the pieces of a file is remembered: an edited file's unchanged methods are not parsed.
-    recall(_load_readings(directory / READINGS_FILE))
     engines = _EnginesNow(config, paths)
+    remembered = False
     for learning in candidates:
+        if not remembered and learning.digests != digests:
+            # What learning read of the pieces of a file is remembered: an edited file's unchanged methods
+            # are not parsed. Loaded only once a file changed: the readings name the learners' functions.
+            recall(_load_readings(directory / READINGS_FILE))
+            remembered = True
         if engines.as_before(learning) and _answers_as_before(learning, paths, sources, digests):
             if store and learning.digests != digests:
                 _save(directory, replace(learning, digests=digests), known, replacing=learning)
             return learning.contract, True
+    # Imported here: only a run the cache cannot answer learns (the learners took 35 ms of every warm run).
+    from kvlint.learn.contract import learn_asking
+
+    if not remembered:
+        recall(_load_readings(directory / READINGS_FILE))
     contract, asked = learn_asking(config, sources)
     if store:
-        _save(directory, _Learning(frame, digests, asked, contract), known)
+        learning = _Learning(frame, digests, pickle.dumps(asked, protocol=pickle.HIGHEST_PROTOCOL), asked.engine, contract)
+        _save(directory, learning, known)
         _save_readings(directory)
     return contract, False
 
@@ -98,15 +111,26 @@ class _Learning:
 
     frame: bytes
     digests: bytes
-    asked: Asked
+    # What learning asked, pickled apart: its questions name the learners' functions, and loading
+    # them imports every learner (a third of a warm run), which only a changed file needs.
+    asked_pickled: bytes
+    # The identity of the installed engine learning read as context (`Asked.engine`), "" where none.
+    engine: str
     contract: Contract
+
+    def asked(self) -> Asked:
+        asked: Asked = pickle.loads(self.asked_pickled)
+        return asked
 
 
 def _answers_as_before(learning: _Learning, paths: list[Path], sources: Mapping[Path, bytes], digests: bytes) -> bool:
     """Whether every file that changed since `learning` answers learning's questions as before."""
+    if learning.digests == digests:
+        return True
+    asked = learning.asked()
     for number, path in enumerate(paths):
         span = slice(number * _DIGEST_SIZE, (number + 1) * _DIGEST_SIZE)
-        if learning.digests[span] != digests[span] and not learning.asked.answers_as_before(number, sources[path]):
+        if learning.digests[span] != digests[span] and not asked.answers_as_before(number, sources[path]):
             return False
     return True
 
@@ -122,7 +146,7 @@ class _EnginesNow:
         self._identity: Optional[str] = None
 
     def as_before(self, learning: _Learning) -> bool:
-        engine = getattr(learning.asked, "engine", "")
+        engine = learning.engine
         if not engine:
             return True
         if self._identity is None:
