@@ -43,6 +43,8 @@ def learn_admission(scope: Scope, learned: Learned) -> None:
             elif isinstance(item, AllowSet):
                 allow_sets.append((item, where(path, item.line)))
             learned.pin(path, item.line)
+    if not (allow_sets or refusals):
+        return
     unreadable = "; ".join(f"{at}: {item.why}" for item, at in allow_sets if item.names is None)
     readable = [set(item.names) for item, _ in allow_sets if item.names is not None]
     admitted = set.intersection(*readable) if readable else set()
@@ -53,8 +55,6 @@ def learn_admission(scope: Scope, learned: Learned) -> None:
     if readable and not unreadable:
         gate = allow_sets[0][1]
         verdicts.update(_backend_verdicts(scope, factories, admitted, bases, gate, where))
-    if not (allow_sets or refusals):
-        return
     learned.values["admission"] = Admission(
         admitted=tuple(sorted(admitted)),
         gates=tuple(at for _, at in allow_sets),

@@ -251,9 +251,8 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
         hosts = tuple(sorted(subclasses(set(contract.host_cache_classes), class_bases(scope))))
         by_name = {door.name: door for door in (*doors_by_write(scope, attributes, hosts), *doors_by_name(scope))}
         # The defaults keep their loc index; a pool's own write may still say why one is a door.
-        seeds = {name: door for name, door in by_name.items()}
-        found = [door for door in doors_by_forwarding(scope, seeds, hosts)]
-        found = [replace(door, index=DEFAULT_WRITE_DOORS.get(door.name, door.index)) for door in found]
+        found = [replace(door, index=DEFAULT_WRITE_DOORS.get(door.name, door.index))
+                 for door in doors_by_forwarding(scope, by_name, hosts)]
     doors = {} if mark and found else dict(DEFAULT_WRITE_DOORS)
     reasons = {} if mark and found else {name: "default" for name in doors}
     for door in found:

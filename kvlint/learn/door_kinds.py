@@ -31,6 +31,7 @@ from typing import Mapping, Optional, Sequence
 from kvlint.analysis.receivers import attribute_classes
 from kvlint.api.contract import LOC_KEYWORDS
 from kvlint.api.door_kinds import MIXED, OPEN, TENSOR, WRITE_LOC, DoorKind, ancestors, reachable, takes_of
+from kvlint.learn.doors import called_name
 from kvlint.learn.memo import remembered
 from kvlint.learn.scope import Scope
 from kvlint.learn.tree import class_bases, parsed_tree
@@ -116,7 +117,7 @@ def check_forwarders(data: bytes, checks: tuple[str, ...]) -> tuple[str, ...]:
         params = {arg.arg for arg in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
         for node in ast.walk(function):
             if (
-                isinstance(node, ast.Call) and _trailing(node.func) in checks
+                isinstance(node, ast.Call) and called_name(node.func) in checks
                 and any(isinstance(arg, ast.Name) and arg.id in params for arg in node.args)
             ):
                 found.append(function.name)
@@ -273,7 +274,7 @@ class _Body:
             elif isinstance(node, ast.Subscript) and any(self._carried(n) for n in ast.walk(node.slice)):
                 tensor = _first(tensor, node, f"indexes `{_shown(node.value)}` with {loc}")
             elif isinstance(node, ast.Call) and self._passes(node):
-                callee = _trailing(node.func) or ""
+                callee = called_name(node.func) or ""
                 if callee == "isinstance":
                     checked = checked or f"tests {loc} against `{self.cls}`"
                 elif callee == self.predicate:
@@ -329,11 +330,6 @@ def _carriers(method: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> set
         names |= {target for target, value in copies if value in names}
     return names
 
-
-def _trailing(node: ast.expr) -> Optional[str]:
-    if isinstance(node, ast.Name):
-        return node.id
-    return node.attr if isinstance(node, ast.Attribute) else None
 
 
 def _shown(node: ast.AST) -> str:

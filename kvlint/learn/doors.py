@@ -137,7 +137,7 @@ class _Method:
             if isinstance(node, ast.Attribute) and node.attr == mark and isinstance(node.value, ast.Name):
                 checked.setdefault(node.value.id, node.lineno)
             elif isinstance(node, ast.Call):
-                callee = _trailing(node.func)
+                callee = called_name(node.func)
                 if callee == "isinstance" and len(node.args) == 2 and _is_name(node.args[1], write_loc_class):
                     if isinstance(node.args[0], ast.Name):
                         checked.setdefault(node.args[0].id, node.lineno)
@@ -359,7 +359,8 @@ def _is_name(node: ast.expr, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
 
-def _trailing(func: ast.expr) -> Optional[str]:
+def called_name(func: ast.expr) -> Optional[str]:
+    """The name a call is spelled with: `f` of `f(...)` and of `a.b.f(...)`."""
     if isinstance(func, ast.Name):
         return func.id
     return func.attr if isinstance(func, ast.Attribute) else None

@@ -179,9 +179,8 @@ class ReadTree:
 
 def read_tree(config: Config, cache_at: Optional[Path], found: Discovered, stat_table: bool, phases: Phases) -> ReadTree:
     """The read phase of a run: every file's bytes (or their promise, where the stat table vouches for
-    them), keyed as findings show them."""
+    them), keyed as findings show them. `cache_at`: the cache directory, None with the cache off."""
     cwd = Path.cwd()
-    """`cache_at`: the cache directory, None with the cache off."""
     table = StatTable(cache_at) if cache_at is not None and stat_table else None
     reader = Reader(cwd, cache_at is not None, table)
     sources, read_errors = reader.read(found.files, found.scope.real)

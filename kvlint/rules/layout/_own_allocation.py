@@ -19,6 +19,7 @@ from kvlint.analysis.helper_calls import argument_for
 from kvlint.analysis.index import module_index, trailing_name
 from kvlint.analysis.walk import code_children
 from kvlint.api.rule import FileContext
+from kvlint.rules.layout._pool_origin import class_of, is_self_attribute
 
 ALLOCATORS = frozenset({"zeros", "empty", "ones", "full", "randn", "rand", "zeros_like", "empty_like", "Parameter"})
 _DEPTH = 6
@@ -26,7 +27,7 @@ _DEPTH = 6
 
 def fed_own_allocations(ctx: FileContext, function: cst.FunctionDef, param: str) -> bool:
     """Whether every call of `function` in this file (one at least) passes `param` an allocation of the caller's."""
-    klass = _class_of(ctx, function)
+    klass = class_of(ctx, function)
     params = [p.name.value for p in function.params.params]
     if klass is not None and params[:1] in (["self"], ["cls"]):
         params = params[1:]
@@ -59,7 +60,7 @@ def allocated(ctx: FileContext, expr: cst.BaseExpression, function: Optional[cst
             for d in definitions or ()
         )
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-        klass = _class_of(ctx, function) if function is not None else None
+        klass = class_of(ctx, function) if function is not None else None
         return klass is not None and _attribute_allocated(ctx, klass, expr.attr.value, depth)
     return False
 
@@ -73,7 +74,7 @@ def _attribute_allocated(ctx: FileContext, klass: cst.ClassDef, attribute: str, 
         stack: list[cst.CSTNode] = [method.body]
         while stack:
             node = stack.pop()
-            if isinstance(node, cst.Assign) and any(_is_self(t.target, attribute) for t in node.targets):
+            if isinstance(node, cst.Assign) and any(is_self_attribute(t.target, attribute) for t in node.targets):
                 if not allocated(ctx, node.value, method, depth + 1):
                     return False
                 seen = True
@@ -83,18 +84,3 @@ def _attribute_allocated(ctx: FileContext, klass: cst.ClassDef, attribute: str, 
                     seen = True
             stack.extend(code_children(node))
     return seen
-
-
-def _is_self(target: cst.BaseExpression, attribute: str) -> bool:
-    return (
-        isinstance(target, cst.Attribute)
-        and isinstance(target.value, cst.Name)
-        and target.value.value == "self"
-        and target.attr.value == attribute
-    )
-
-
-
-def _class_of(ctx: FileContext, function: cst.FunctionDef) -> Optional[cst.ClassDef]:
-    classes = ctx.analysis("function-classes", lambda: {id(f): k for f, k in module_index(ctx).functions})
-    return classes.get(id(function))

@@ -93,7 +93,7 @@ def _classes(
         return frozenset({(name, True)}) if name is not None and name[:1].isupper() else None
     if isinstance(expr, cst.Name) and function is not None:
         if expr.value == "self":
-            klass = _class_of(ctx, function)
+            klass = class_of(ctx, function)
             return frozenset({(klass.name.value, False)}) if klass is not None else None
         definitions = function_flow(ctx, function).reaching(expr)
         if not definitions:
@@ -111,7 +111,7 @@ def _classes(
             found |= typed
         return frozenset(found)
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-        klass = _class_of(ctx, function) if function is not None else None
+        klass = class_of(ctx, function) if function is not None else None
         return _attribute_classes(ctx, klass, expr.attr.value, depth) if klass is not None else None
     return None
 
@@ -142,7 +142,8 @@ def annotated(annotation: cst.BaseExpression) -> Optional[Typed]:
     return frozenset({(name, False)})
 
 
-def _class_of(ctx: FileContext, function: cst.FunctionDef) -> Optional[cst.ClassDef]:
+def class_of(ctx: FileContext, function: cst.FunctionDef) -> Optional[cst.ClassDef]:
+    """The class `function` is a method of, or None."""
     classes = ctx.analysis("function-classes", lambda: {id(f): k for f, k in module_index(ctx).functions})
     return classes.get(id(function))
 
@@ -182,16 +183,16 @@ def _attribute_statements(
             node = stack.pop()
             if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
                 continue
-            if isinstance(node, cst.AnnAssign) and _is_self_attribute(node.target, attribute):
+            if isinstance(node, cst.AnnAssign) and is_self_attribute(node.target, attribute):
                 yield node.annotation.annotation, None, method
-            elif isinstance(node, cst.Assign) and any(_is_self_attribute(t.target, attribute) for t in node.targets):
+            elif isinstance(node, cst.Assign) and any(is_self_attribute(t.target, attribute) for t in node.targets):
                 yield None, node.value, method
-            elif isinstance(node, cst.AugAssign) and _is_self_attribute(node.target, attribute):
+            elif isinstance(node, cst.AugAssign) and is_self_attribute(node.target, attribute):
                 yield None, None, method
             stack.extend(code_children(node))
 
 
-def _is_self_attribute(target: cst.BaseExpression, attribute: str) -> bool:
+def is_self_attribute(target: cst.BaseExpression, attribute: str) -> bool:
     return (
         isinstance(target, cst.Attribute)
         and isinstance(target.value, cst.Name)

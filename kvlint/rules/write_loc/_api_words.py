@@ -88,11 +88,16 @@ def api_gaps(ctx: FileContext, *keys: str) -> list[str]:
     return [phrases[key] for key in keys if key in phrases and not contract.has(key)]
 
 
+def made_unsafe(fix: Optional[Replacement], why: Optional[str]) -> Optional[Replacement]:
+    """`fix` offered only with --unsafe, its description saying `why`; as it is where `why` is None."""
+    if fix is None or why is None:
+        return fix
+    return replace(fix, applicability=Applicability.UNSAFE, description=f"{fix.description} (unsafe: {why})")
+
+
 def with_gaps(fix: Optional[Replacement], gaps: Sequence[str]) -> Optional[Replacement]:
     """`fix` made unsafe where nothing states an API it calls."""
-    if fix is None or not gaps:
-        return fix
-    return replace(fix, applicability=Applicability.UNSAFE, description=f"{fix.description} (unsafe: {'; '.join(gaps)})")
+    return made_unsafe(fix, "; ".join(gaps) if gaps else None)
 
 
 def gap_message(gaps: Sequence[str]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Optional, Union
 
 import libcst as cst
@@ -18,8 +18,7 @@ import libcst as cst
 from kvlint.analysis.index import CallSite
 from kvlint.analysis.receivers import receiver_classes
 from kvlint.api.door_kinds import TENSOR, DoorKind, not_a_write_loc, reachable
-from kvlint.api.rule import FileContext, Replacement
-from kvlint.api.types import Applicability
+from kvlint.api.rule import FileContext
 
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
@@ -61,12 +60,6 @@ def door_call(ctx: FileContext, site: CallSite, door: str) -> DoorCall:
     known = set(bases) | {kind.klass for kind in contract.door_kinds}
     classes = _receiver(ctx, site, receiver, known) if receiver else None
     return DoorCall(door, reachable(contract.door_kinds, bases, door, classes), receiver, classes)
-
-
-def made_unsafe(fix: Optional[Replacement], why: Optional[str]) -> Optional[Replacement]:
-    if fix is None or why is None:
-        return fix
-    return replace(fix, applicability=Applicability.UNSAFE, description=f"{fix.description} (unsafe: {why})")
 
 
 def _receiver(ctx: FileContext, site: CallSite, receiver: str, known: set[str]) -> Optional[frozenset[str]]:

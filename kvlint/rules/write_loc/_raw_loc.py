@@ -12,7 +12,7 @@ import libcst as cst
 from kvlint.api.contract import LOC_KEYWORDS, Contract
 from kvlint.analysis.dataflow import Definition, function_flow
 from kvlint.analysis.index import module_index
-from kvlint.api.rule import FileContext, Replacement
+from kvlint.api.rule import FileContext
 
 # The loc a layer writes when it is a cross-attention layer; never translated,
 # so on its own it is not a batch's raw loc.

@@ -10,7 +10,7 @@ import libcst as cst
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
 from kvlint.analysis.index import module_index
-from kvlint.rules.write_loc._api_words import api_gaps, gap_message, lost_mark_phrase, with_gaps
+from kvlint.rules.write_loc._api_words import api_gaps, gap_message, lost_mark_phrase, made_unsafe, with_gaps
 from kvlint.rules.write_loc._raw_loc import (
     RawLoc,
     factory_for,
@@ -20,7 +20,7 @@ from kvlint.rules.write_loc._raw_loc import (
     raw_loc_batch,
 )
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
-from kvlint.rules.write_loc._door_classes import door_call, made_unsafe
+from kvlint.rules.write_loc._door_classes import door_call
 from kvlint.rules.write_loc._candidates import MayBeRawLoc, ast_loc_argument, encoded, file_units, helper_arguments
 from kvlint.rules.write_loc._through_helpers import door_reports, parameter_reports, return_reports
 

@@ -10,7 +10,7 @@ import libcst as cst
 from kvlint.api.contract import MARK_SPELLINGS, Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
 from kvlint.analysis.index import module_index
-from kvlint.rules.write_loc._api_words import api_gaps, gap_message, mark_stated, mark_unnamed, with_gaps
+from kvlint.rules.write_loc._api_words import api_gaps, gap_message, made_unsafe, mark_stated, mark_unnamed, with_gaps
 from kvlint.rules.write_loc._raw_loc import (
     RawLoc,
     factory_for,
@@ -302,10 +302,9 @@ def _second_locs(ctx: FileContext, call: cst.Call, fix: Replacement) -> tuple[Op
             unknown.append(f"`{field_name}`")
     if not unknown:
         return fix, ""
-    why = f" (unsafe: {', '.join(unknown)} not shown to come from the batch's plan)"
     message = (f"; {', '.join(unknown)} is not shown to come from the batch's plan (`{PLAN_WRITE_IDS}`), so "
                f"the fix, which puts it under the batch's mark, is unsafe")
-    return Replacement(fix.target, fix.new, Applicability.UNSAFE, fix.description + why, fix.imports), message
+    return made_unsafe(fix, f"{', '.join(unknown)} not shown to come from the batch's plan"), message
 
 
 def _ast_loc(call: ast.Call) -> Optional[ast.expr]:
