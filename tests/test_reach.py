@@ -199,3 +199,22 @@ def test_contract_lists_the_admission_with_file_and_line(tmp_path: Path) -> None
     assert "admission: backends [\"fa3\", \"triton\"]" in result.output
     assert "backend aiter [refused]" in result.output and "registry.py:" in result.output
     assert "refused: enable_two_batch_overlap" in result.output and "gate.py:10" in result.output
+
+
+def test_a_base_method_every_live_subclass_overrides_is_not_live_but_one_inherited_is(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    base = ("class Base:\n"
+            "    def forward(self, layer, forward_batch, k, v):\n"
+            "        forward_batch.token_to_kv_pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)\n\n"
+            "    def extend(self, layer, forward_batch, k, v):\n"
+            "        forward_batch.token_to_kv_pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)\n")
+    fa3 = "class FA3Backend(Base):\n    def forward(self, layer, forward_batch, k, v):\n        pass\n"
+    text = textwrap.dedent(BACKENDS).replace("class Base:\n    pass\n", base).replace("class FA3Backend(Base):\n    pass\n", fa3)
+    (engine / "backends.py").write_text(text)
+    found = _by_line(_findings(engine))
+    overridden, inherited = found[4], found[7]
+    assert overridden["reach"] == "unknown"
+    reason = str(overridden["reach_reason"])
+    assert "`Base.forward` runs on no live class" in reason
+    assert "FA3Backend" in reason and "MusaFA3Backend" in reason and "TritonBackend" in reason
+    assert inherited["reach"] == "live" and "a base of" in str(inherited["reach_reason"])

@@ -37,6 +37,9 @@ def reported(reach: str, scope: str) -> bool:
 class Verdict:
     reach: str
     reason: str
+    # For a class live as the base of live classes: its methods each of them overrides, with
+    # those classes named. Such a method never runs there, so the base's verdict is not its.
+    overridden: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

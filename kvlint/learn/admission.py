@@ -29,7 +29,7 @@ from kvlint.learn.gate import class_settings
 from kvlint.learn.gates_read import UNIFIED_FLAG, AllowSet, Refusal, unified_gates
 from kvlint.learn.registry_read import FactoryRead, Reference, references, registry_factories
 from kvlint.learn.scope import Scope
-from kvlint.learn.tree import Learned, class_bases, subclasses
+from kvlint.learn.tree import Learned, class_bases, class_methods, subclasses
 
 
 def learn_admission(scope: Scope, learned: Learned) -> None:
@@ -121,8 +121,7 @@ def _pool_verdicts(scope: Scope, learned: Learned, bases: Mapping[str, set[str]]
     gated = {name for name in subclasses(on, bases) if name not in off or name in on}
     source = learned.sources.get("mark-gate", "")
     verdicts = {name: Verdict(LIVE, f"a unified pool: `{gate}` is on ({source})") for name in sorted(gated)}
-    for base, pool in _ancestors(sorted(gated), bases).items():
-        verdicts.setdefault(base, Verdict(LIVE, f"a base of the unified pool {pool}"))
+    verdicts.update(_base_verdicts(scope, verdicts, bases, lambda pool: f"a base of the unified pool {pool}"))
     return verdicts
 
 
@@ -137,8 +136,8 @@ def _backend_verdicts(scope: Scope, factories: list[Factory], admitted: set[str]
             for klass in sorted(_classes_of(factory, by_function, bases)):
                 verdicts.setdefault(klass, Verdict(LIVE, f"built by the admitted backend `{factory.name}` "
                                                          f"({factory.function}, {factory.where}; allow-set {gate})"))
-    for base, klass in _ancestors(sorted(verdicts), bases).items():
-        verdicts.setdefault(base, Verdict(LIVE, f"a base of {klass}, built by an admitted backend"))
+    for base, verdict in _base_verdicts(scope, verdicts, bases, lambda klass: f"a base of {klass}, built by an admitted backend").items():
+        verdicts.setdefault(base, verdict)
     refused = {factory.function: factory for factory in factories
                if factory.name not in admitted and factory.function not in reached}
     candidates: dict[str, Factory] = {}
@@ -160,6 +159,46 @@ def _backend_verdicts(scope: Scope, factories: list[Factory], admitted: set[str]
             why = f"a subclass built only by refused backends; the unified-memory allow-set {gate} refuses them"
         verdicts[klass] = Verdict(LATENT, why)
     return verdicts
+
+
+def _base_verdicts(scope: Scope, live: Mapping[str, Verdict], bases: Mapping[str, set[str]],
+                   reason: Callable[[str], str]) -> dict[str, Verdict]:
+    """A live verdict for each base of the `live` classes (not themselves live), naming the methods
+    of it that every live class below it overrides: those never run there."""
+    below = _ancestors(sorted(live), bases)
+    wanted = tuple(sorted(set(below) | set(live)))
+    methods: dict[str, frozenset[str]] = {}
+    for answer in scope.survey(class_methods, wanted).values():
+        for klass, defined in answer:
+            # A name defined twice keeps only what both define: an override is claimed only where sure.
+            methods[klass] = methods[klass] & defined if klass in methods else defined
+    verdicts = {}
+    for base, first in below.items():
+        if base in live:
+            continue
+        under = sorted(name for name in live if base in _ancestors([name], bases))
+        overridden = []
+        for method in sorted(methods.get(base, ())):
+            if not any(_inherits(name, base, method, methods, bases) for name in under):
+                shown = ", ".join(under[:3]) + (f" and {len(under) - 3} more" if len(under) > 3 else "")
+                overridden.append((method, shown))
+        verdicts[base] = Verdict(LIVE, reason(first), tuple(overridden))
+    return verdicts
+
+
+def _inherits(klass: str, base: str, method: str, methods: Mapping[str, frozenset[str]],
+              bases: Mapping[str, set[str]]) -> bool:
+    """Whether some line of bases leads from `klass` up to `base` through no class defining `method`."""
+    pending, seen = [klass], set()
+    while pending:
+        current = pending.pop()
+        if current == base:
+            return True
+        if current in seen or method in methods.get(current, ()):
+            continue
+        seen.add(current)
+        pending.extend(bases.get(current, ()))
+    return False
 
 
 def _delegates(factory: Factory, by_function: Mapping[str, Factory]) -> set[str]:

@@ -266,3 +266,18 @@ def door_checking_mark(data: bytes, mark: str, predicate: str, doors: tuple[str,
             ):
                 return (node.lineno,)
     return None
+
+
+def class_methods(data: bytes, names: tuple[str, ...]) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The methods each class of `names` this file defines holds in its own body, as (class, methods)."""
+    if not any(b"class " + name.encode() in data for name in names):
+        return ()
+    tree = parsed_tree(data)
+    if tree is None:
+        return ()
+    wanted = set(names)
+    return tuple(
+        (node.name, frozenset(item.name for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and node.name in wanted
+    )

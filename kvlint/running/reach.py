@@ -32,10 +32,15 @@ def verdict_at(code: str, scope: str, admission: Admission) -> Verdict:
         return Verdict(UNKNOWN, "the tree states no refusal of two-batch overlap under unified memory")
     if admission.unreadable:
         return Verdict(UNKNOWN, f"an allow-set kvlint cannot read: {admission.unreadable}")
-    owner = scope.split(".", 1)[0]
+    owner, _, inside = scope.partition(".")
     found = admission.class_verdict(owner) if owner else None
     if found is not None:
-        return found
+        method = inside.split(".", 1)[0]
+        overriding = dict(found.overridden).get(method)
+        if overriding is None:
+            return found
+        return Verdict(UNKNOWN, f"`{owner}.{method}` runs on no live class: each live class below "
+                                f"`{owner}` overrides it ({overriding})")
     if not (admission.gates or admission.refusals):
         return Verdict(UNKNOWN, "the tree states no unified-memory gate")
     where = f"in {owner}" if owner else "at module level"
