@@ -19,7 +19,7 @@ may be either kind. A receiver of unknown class may be any pool of the tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
@@ -151,9 +151,8 @@ def class_of(ctx: FileContext, function: cst.FunctionDef) -> Optional[cst.ClassD
 def _attribute_classes(ctx: FileContext, klass: cst.ClassDef, attribute: str, depth: int) -> Optional[Typed]:
     """The classes `self.<attribute>` may be, from every annotation and assignment of it in `klass`."""
     found: set[tuple[str, bool]] = set()
-    seen = False
-    for typed_as, value, method in _attribute_statements(klass, attribute):
-        seen = True
+    statements = ctx.analysis(("attribute-statements", id(klass)), lambda: _attribute_statements(klass))
+    for typed_as, value, method in statements.get(attribute, ()):
         if typed_as is not None:
             typed = annotated(typed_as)
         elif value is not None:
@@ -163,18 +162,23 @@ def _attribute_classes(ctx: FileContext, klass: cst.ClassDef, attribute: str, de
         if typed is None:
             return None
         found |= typed
-    return frozenset(found) if seen else None
+    return frozenset(found) if attribute in statements else None
 
 
-def _attribute_statements(
-    klass: cst.ClassDef, attribute: str
-) -> Iterator[tuple[Optional[cst.BaseExpression], Optional[cst.BaseExpression], Optional[cst.FunctionDef]]]:
-    """(annotation, assigned value, method) of each statement of `klass` that types or assigns the attribute."""
+if TYPE_CHECKING:
+    # Not at run time: naming a LibCST class loads LibCST, which a worker defers until a file needs it.
+    _Statement = tuple[Optional[cst.BaseExpression], Optional[cst.BaseExpression], Optional[cst.FunctionDef]]
+
+
+def _attribute_statements(klass: cst.ClassDef) -> dict[str, list[_Statement]]:
+    """Per attribute, (annotation, assigned value, method) of each statement of `klass` that types or
+    assigns it: one walk of the class for all its attributes, not one per attribute asked."""
+    found: dict[str, list[_Statement]] = {}
     for statement in klass.body.body:
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
-                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == attribute:
-                    yield small.annotation.annotation, None, None
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    found.setdefault(small.target.value, []).append((small.annotation.annotation, None, None))
     for method in klass.body.body:
         if not isinstance(method, cst.FunctionDef):
             continue
@@ -183,19 +187,23 @@ def _attribute_statements(
             node = stack.pop()
             if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
                 continue
-            if isinstance(node, cst.AnnAssign) and is_self_attribute(node.target, attribute):
-                yield node.annotation.annotation, None, method
-            elif isinstance(node, cst.Assign) and any(is_self_attribute(t.target, attribute) for t in node.targets):
-                yield None, node.value, method
-            elif isinstance(node, cst.AugAssign) and is_self_attribute(node.target, attribute):
-                yield None, None, method
+            if isinstance(node, cst.AnnAssign) and (name := _self_attribute(node.target)):
+                found.setdefault(name, []).append((node.annotation.annotation, None, method))
+            elif isinstance(node, cst.Assign):
+                for name in {_self_attribute(target.target) for target in node.targets} - {None}:
+                    found.setdefault(str(name), []).append((None, node.value, method))
+            elif isinstance(node, cst.AugAssign) and (name := _self_attribute(node.target)):
+                found.setdefault(name, []).append((None, None, method))
             stack.extend(code_children(node))
+    return found
+
+
+def _self_attribute(target: cst.BaseExpression) -> Optional[str]:
+    """`x` for `self.x`, else None."""
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        return target.attr.value
+    return None
 
 
 def is_self_attribute(target: cst.BaseExpression, attribute: str) -> bool:
-    return (
-        isinstance(target, cst.Attribute)
-        and isinstance(target.value, cst.Name)
-        and target.value.value == "self"
-        and target.attr.value == attribute
-    )
+    return _self_attribute(target) == attribute
