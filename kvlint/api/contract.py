@@ -107,6 +107,9 @@ class Contract:
     page_split_pools: tuple[str, ...] = ()
     # The classes those pools derive from (learned alongside): a value typed as one may be either kind.
     page_split_bases: tuple[str, ...] = ()
+    # Per backend class, the page-split pools it never meets: every place building one and every
+    # place building the other are tied to disjoint backends or platforms (`kvlint.learn.pool_pairing`).
+    page_split_apart: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # The tree's predicate telling whether a write loc is marked physical/kernel
     # (`write_loc_is_physical(loc)`); "" when the tree defines none.
     mark_predicate: str = ""

@@ -66,6 +66,7 @@ def contract_table(contract: Contract) -> str:
         "pool-classes": list(contract.pool_classes),
         "host-cache-classes": list(contract.host_cache_classes),
         "page-split-pools": list(contract.page_split_pools),
+        "page-split-apart": dict((klass, list(pools)) for klass, pools in contract.page_split_apart),
         "binding-methods": list(contract.binding_methods),
     }
     if contract.mark_gate:

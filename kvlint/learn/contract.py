@@ -64,6 +64,7 @@ from kvlint.api.config import Config, configured_contract
 from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contract
 from kvlint.api.paths import ROOT_MARKERS
 from kvlint.learn.admission import learn_admission
+from kvlint.learn.pool_pairing import learn_pool_pairing
 from kvlint.learn.binding import learn_binding_methods
 from kvlint.processes.collector import collector_paused
 from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
@@ -120,6 +121,7 @@ def _learn(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Sco
     _learn_door_checks(contract, learned, scope)
     learn_mark_gate(contract, learned, scope)
     learn_admission(scope, learned)
+    learn_pool_pairing(contract, scope, learned)
     values = {key: value for key, value in learned.values.items() if key in _keys_to_fill(config)}
     changes: dict[str, Any] = {key.replace("-", "_"): value for key, value in values.items()}
     found = {key: learned.sources[key] for key in values}
@@ -177,7 +179,7 @@ def _keys_to_fill(config: Config) -> set[str]:
     # Learned alongside the values they belong to, never configured on their own.
     auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes",
              "door-reasons", "door-kinds", "door-bases", "mark-gate", "ungated-classes", "binding-methods",
-             "page-split-bases", "unmarked-loc-attributes", "admission"}
+             "page-split-bases", "page-split-apart", "unmarked-loc-attributes", "admission"}
     if config.contract_value("write-loc-class") == AUTO:
         auto.add("write-loc-class")
     if "write-doors" not in dict(config.contract):

@@ -17,11 +17,12 @@ from __future__ import annotations
 import ast
 import re
 from bisect import bisect_left
+from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 from kvlint.learn.memo import remembered
-from kvlint.learn.tree import parsed_tree
+from kvlint.learn.tree import parsed_tree, spelled_words
 
 
 @dataclass(frozen=True)
@@ -131,16 +132,17 @@ class Reference:
 
 def references(data: bytes, names: tuple[str, ...]) -> tuple[Reference, ...]:
     """Where a file names any of `names` in a way that could build it, remembered by content."""
-    wanted = tuple(name for name in names if name.encode() in data)
+    spelled = spelled_words(data)
+    wanted = tuple(name for name in names if name.encode() in spelled)
     if not wanted:
         return ()
     return tuple(remembered("references", data, wanted, lambda: list(_references(data, set(wanted)))))
 
 
 def _references(data: bytes, wanted: set[str]) -> Iterator[Reference]:
-    for statement, offset, hits in _statements_spelling(data, wanted):
+    for statement, offset, hits in statements_spelling(data, wanted):
         place = statement.name if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ""
-        quiet = _building_nothing(statement, hits)
+        quiet = building_nothing(statement, hits)
         for node in _spelling(statement, hits):
             if id(node) in quiet:
                 continue
@@ -183,14 +185,14 @@ def _holds_hit(first: int, last: int, hits: list[int]) -> bool:
 _TOP_LEVEL = re.compile(rb"^(?:[^\s#)\]}]|$)")
 
 
-def _statements_spelling(data: bytes, wanted: set[str]) -> list[tuple[ast.stmt, int, list[int]]]:
+def statements_spelling(data: bytes, wanted: set[str]) -> list[tuple[ast.stmt, int, list[int]]]:
     """The top-level statements whose lines spell one of `wanted`. A backend file is long and
     names a class in a few places: each statement is cut out at the lines starting in column 0
     and parsed alone; where a cut does not parse (a string or bracket spanning it), the whole file.
     Each comes with what its line numbers lack (the cut's first line) and the lines spelling a
     name in its own numbering."""
     lines = data.split(b"\n")
-    hits = [number for number, text in enumerate(lines) if any(name.encode() in text for name in wanted)]
+    hits = _lines_spelling(data, wanted)
     starts = [number for number, text in enumerate(lines) if text and _TOP_LEVEL.match(text)]
     found: list[tuple[ast.stmt, int, list[int]]] = []
     done: set[int] = set()
@@ -203,7 +205,7 @@ def _statements_spelling(data: bytes, wanted: set[str]) -> list[tuple[ast.stmt, 
         done.add(first)
         last = min((start for start in starts if start > hit and not lines[start].startswith(b"@")), default=len(lines))
         try:
-            piece = ast.parse(b"\n".join(lines[first:last]))
+            piece = _parsed_piece(b"\n".join(lines[first:last]))
         except (SyntaxError, ValueError):
             tree = parsed_tree(data)
             whole = [hit + 1 for hit in hits]
@@ -213,12 +215,38 @@ def _statements_spelling(data: bytes, wanted: set[str]) -> list[tuple[ast.stmt, 
     return found
 
 
+def _lines_spelling(data: bytes, wanted: set[str]) -> list[int]:
+    """The lines (0-based, sorted) of `data` that spell one of `wanted`: each name found by its
+    own search of the bytes, not each line tested for each name."""
+    offsets: set[int] = set()
+    for name in wanted:
+        needle = name.encode()
+        at = data.find(needle)
+        while at != -1:
+            offsets.add(at)
+            at = data.find(needle, at + len(needle))
+    found: set[int] = set()
+    line, counted = 0, 0
+    for at in sorted(offsets):
+        line += data.count(b"\n", counted, at)
+        counted = at
+        found.add(line)
+    return sorted(found)
+
+
+@lru_cache(maxsize=1024)
+def _parsed_piece(piece: bytes) -> ast.Module:
+    """A statement cut out of a file, parsed once however many surveys ask for the names it spells
+    (read only: every caller walks it, none changes it)."""
+    return ast.parse(piece)
+
+
 def _spans_any(statement: ast.stmt, hits: list[int]) -> bool:
     end = statement.end_lineno or statement.lineno
     return any(statement.lineno <= hit + 1 <= end for hit in hits)
 
 
-def _building_nothing(statement: ast.stmt, hits: list[int]) -> set[int]:
+def building_nothing(statement: ast.stmt, hits: list[int]) -> set[int]:
     """The nodes below `statement` that name a class without building it: bases, annotations,
     `isinstance`/`issubclass` tests (their ids); only where `hits` may spell one."""
     quiet: list[ast.AST] = []

@@ -65,21 +65,31 @@ def pool_origin(ctx: FileContext, receiver: Optional[cst.BaseExpression], functi
     classes = _classes(ctx, receiver, function, 0) if receiver is not None else None
     contract = ctx.contract
     split_pools, split_bases = frozenset(contract.page_split_pools), frozenset(contract.page_split_bases)
+    # A pool of unknown class, or typed as a base, is one `function`'s class can meet.
+    met = split_pools - _never_met(ctx, function)
     shown = ctx.code_for(receiver) if receiver is not None else ""
     if classes is None:
-        verdict = EITHER if split_pools else STRIDED
-        return PoolOrigin(shown, None, verdict, tuple(sorted(split_pools)))
+        verdict = EITHER if met else STRIDED
+        return PoolOrigin(shown, None, verdict, tuple(sorted(met)))
     kinds: set[str] = set()
     for name, exact in classes:
         if name in split_pools:
             kinds.add(PAGE_SPLIT)
-        elif name in split_bases and not exact:
+        elif name in split_bases and not exact and met:
             kinds |= {PAGE_SPLIT, STRIDED}
         else:
             kinds.add(STRIDED)
     verdict = kinds.pop() if len(kinds) == 1 else EITHER
-    split = tuple(sorted({name for name, exact in classes if name in split_pools or (name in split_bases and not exact)}))
+    split = tuple(sorted({name for name, exact in classes if name in split_pools or (name in split_bases and not exact and met)}))
     return PoolOrigin(shown, classes, verdict, split)
+
+
+def _never_met(ctx: FileContext, function: Optional[cst.FunctionDef]) -> frozenset[str]:
+    """The page-split pools the class `function` is a method of never meets (`page-split-apart`)."""
+    klass = class_of(ctx, function) if function is not None else None
+    if klass is None:
+        return frozenset()
+    return frozenset(dict(ctx.contract.page_split_apart).get(klass.name.value, ()))
 
 
 def _classes(

@@ -112,23 +112,22 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
     the helpers would assert or return a wrong shape, so the finding has no
     fix and its message says what kvlint could not know. Where the receiver's
     class is unknown (or a base of a page-split pool) and the tree has a
-    page-split pool, the fix is unsafe and the message names that pool. The
-    fix is unsafe, and says so, too when the scanned tree defines no paged
-    helper and `paged-helpers-module` is not pinned.
+    page-split pool its backend class may meet (not one built only for other
+    backends or platforms: `page-split-apart`), the fix is unsafe and the
+    message names that pool; so too where the tree defines no paged helper and
+    `paged-helpers-module` is not pinned.
 
-    Where it is offered: on a contiguous buffer each helper returns exactly what the `.view`
-    returned (same shape, strides and storage); on a token-major view it
-    returns the same shape with the slot stride in the page dims, and raises
-    where the `.view` would have raised (a slot count not divisible by the
-    page size, a row that is not `H * D`). The forms:
-    `x.view(-1, ps, R)` becomes `paged_row_view(x, ps)` (`R` must be the whole
-    row, as it is for every pool buffer); `x.view(-1, ps, H, D)` becomes
-    `paged_kv_view(x, ps, H, D)`; `x.view(-1, ps, *x.shape[1:])` becomes
-    `paged_view(x, ps)`. When the helpers module defines only `paged_view`,
-    the row is shaped first: `paged_view(x.view(x.shape[0], H, D), ps)`; that
-    form names `x` twice, so it is offered only when `x` is a plain name. The
-    helper is imported from the contract's `paged-helpers-module` unless the
-    file already has it.
+    Where it is offered: on a contiguous buffer each helper returns exactly what the
+    `.view` returned (same shape, strides and storage); on a token-major view it returns
+    the same shape with the slot stride in the page dims, and raises where the `.view`
+    would have raised (a slot count not divisible by the page size, a row that is not `H
+    * D`). The forms: `x.view(-1, ps, R)` becomes `paged_row_view(x, ps)` (`R` must be
+    the whole row, as it is for every pool buffer); `x.view(-1, ps, H, D)` becomes
+    `paged_kv_view(x, ps, H, D)`; `x.view(-1, ps, *x.shape[1:])` becomes `paged_view(x,
+    ps)`. When the helpers module defines only `paged_view`, the row is shaped first:
+    `paged_view(x.view(x.shape[0], H, D), ps)`; that form names `x` twice, so it is
+    offered only when `x` is a plain name. The helper is imported from the contract's
+    `paged-helpers-module` unless the file already has it.
 
     ## Options
     `buffer-accessors`, `kv-name-fallback`, `paged-helpers-module`,

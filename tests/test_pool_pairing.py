@@ -1,0 +1,178 @@
+"""Which page-split pools a backend can meet, by the guards the tree builds each under: a view in
+a backend that never meets one keeps its safe paged-view fix although its pool's class is unknown."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from kvlint.api.config import load_config
+from kvlint.api.types import Finding
+from kvlint.learn.pool_pairing import Tie, _guard
+from kvlint.running.engine import RunOptions, run
+
+POOLS = (
+    "import torch\n\n\n"
+    "class StridedPool:\n"
+    "    def __init__(self, size, page_size, layers, heads, dim):\n"
+    "        self.k_buffer = [torch.zeros((size + page_size, heads, dim)) for _ in range(layers)]\n\n"
+    "    def get_key_buffer(self, layer_id):\n"
+    "        return self.k_buffer[layer_id]\n\n\n"
+    "class NPUPool(StridedPool):\n"
+    "    def __init__(self, size, page_size, layers, heads, dim):\n"
+    "        self.k_buffer = torch.zeros((layers, size // page_size + 1, page_size, heads, dim))\n"
+)
+# The NPU pool is built for the `ascend` backend (through a helper method) and on NPU machines.
+CONFIGURATOR = (
+    "from eng.pools import NPUPool, StridedPool\n"
+    "from eng.utils import is_npu\n\n"
+    "_is_npu = is_npu()\n\n\n"
+    "class Configurator:\n"
+    "    def build(self, cfg):\n"
+    "        if cfg.dsv4:\n"
+    "            return StridedPool(1, 1, 1, 1, 1)\n"
+    "        elif cfg.attention_backend == 'ascend' and not cfg.mamba:\n"
+    "            return self._build_ascend_pool()\n"
+    "        return StridedPool(1, 1, 1, 1, 1)\n\n"
+    "    def _build_ascend_pool(self):\n"
+    "        return NPUPool(1, 1, 1, 1, 1)\n\n"
+    "    def hybrid_class(self):\n"
+    "        if _is_npu:\n"
+    "            return NPUPool\n"
+    "        return StridedPool\n"
+)
+REGISTRY = (
+    "from eng.utils import is_musa\n\n"
+    "BACKENDS = {}\n\n\n"
+    "def register_attention_backend(name):\n"
+    "    def decorator(fn):\n"
+    "        BACKENDS[name] = fn\n"
+    "        return fn\n"
+    "    return decorator\n\n\n"
+    "@register_attention_backend('fa3')\n"
+    "def create_fa3(runner):\n"
+    "    if not is_musa():\n"
+    "        from eng.backends import FA3Backend\n"
+    "        return FA3Backend(runner)\n"
+    "    else:\n"
+    "        from eng.backends import MusaBackend\n"
+    "        return MusaBackend(runner)\n\n\n"
+    "@register_attention_backend('aiter')\n"
+    "def create_aiter(runner):\n"
+    "    from eng.backends import AiterBackend\n"
+    "    return AiterBackend(runner)\n\n\n"
+    "@register_attention_backend('ascend')\n"
+    "def create_ascend(runner):\n"
+    "    from eng.backends import AscendBackend\n"
+    "    return AscendBackend(runner)\n"
+)
+VIEW = "        return self.pool.get_key_buffer(layer.layer_id).view(-1, self.page_size, 8, 128)\n"
+BACKENDS = (
+    "class FA3Backend:\n"
+    "    def __init__(self, runner):\n"
+    "        self.pool = runner.token_to_kv_pool\n\n\n"
+    "class MusaBackend(FA3Backend):\n"
+    "    def decode(self, layer):\n" + VIEW + "\n\n"
+    "class AiterBackend(FA3Backend):\n"
+    "    def decode(self, layer):\n" + VIEW + "\n\n"
+    "class AscendBackend(FA3Backend):\n"
+    "    def decode(self, layer):\n" + VIEW
+)
+HELPERS = "def paged_kv_view(x, page_size, heads, dim):\n    return x\n"
+MUSA, AITER, ASCEND = 8, 13, 18
+
+
+def check(root: Path, monkeypatch: pytest.MonkeyPatch, **changed: str) -> dict[int, Finding]:
+    files = {"pools.py": POOLS, "configurator.py": CONFIGURATOR, "registry.py": REGISTRY,
+             "backends.py": BACKENDS, "layout/paged_view.py": HELPERS, "utils.py": "", **changed}
+    for name, text in files.items():
+        path = root / "eng" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (root / "pyproject.toml").write_text("[tool.kvlint]\n")
+    monkeypatch.chdir(root)
+    findings = run(load_config(), RunOptions(paths=(Path("."),), jobs=1)).findings
+    return {finding.line: finding for finding in findings if finding.code == "KV201" and finding.path.endswith("backends.py")}
+
+
+def applicability(finding: Finding) -> str:
+    return finding.fix.applicability.value if finding.fix is not None else "none"
+
+
+def test_a_backend_built_on_another_platform_than_every_page_split_build_keeps_its_safe_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = check(tmp_path, monkeypatch)
+    assert applicability(found[MUSA]) == "safe"
+
+
+def test_a_backend_tied_only_to_its_name_still_meets_the_pool_built_on_a_platform(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = check(tmp_path, monkeypatch)
+    assert applicability(found[AITER]) == "unsafe"
+    assert applicability(found[ASCEND]) == "unsafe"
+
+
+def test_without_the_platform_build_a_backend_of_another_name_never_meets_the_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configurator = CONFIGURATOR.replace("        if _is_npu:\n            return NPUPool\n", "")
+    found = check(tmp_path, monkeypatch, **{"configurator.py": configurator})
+    assert applicability(found[AITER]) == "safe"
+    # The backend the pool is built for meets it.
+    assert applicability(found[ASCEND]) == "unsafe"
+
+
+def test_a_page_split_pool_built_anywhere_untied_can_meet_every_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configurator = CONFIGURATOR + "\n\ndef fallback():\n    return NPUPool(1, 1, 1, 1, 1)\n"
+    found = check(tmp_path, monkeypatch, **{"configurator.py": configurator})
+    assert applicability(found[MUSA]) == "unsafe"
+
+
+def test_a_backend_class_looked_up_by_a_string_can_meet_every_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = REGISTRY + "\n\ndef by_name(module):\n    return getattr(module, 'MusaBackend')\n"
+    found = check(tmp_path, monkeypatch, **{"registry.py": registry})
+    assert applicability(found[MUSA]) == "unsafe"
+
+
+def test_a_subclass_built_untied_leaves_its_base_unpaired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    backends = BACKENDS + "\n\nclass AnyMusa(MusaBackend):\n    pass\n\n\ndef make(runner):\n    return AnyMusa(runner)\n"
+    found = check(tmp_path, monkeypatch, **{"backends.py": backends})
+    assert applicability(found[MUSA]) == "unsafe"
+
+
+def _tie(test: str, holds: bool = True) -> Tie:
+    expression = ast.parse(test, mode="eval").body
+    return _guard(expression, holds)
+
+
+def test_guards_tie_a_branch_to_backends_and_platforms() -> None:
+    assert _tie("cfg.attention_backend == 'ascend'") == Tie(backends=frozenset({"ascend"}))
+    assert _tie("attention_backend in ('fa3', 'fa4')") == Tie(backends=frozenset({"fa3", "fa4"}))
+    assert _tie("cfg.attention_backend != 'ascend'", holds=False) == Tie(backends=frozenset({"ascend"}))
+    assert _tie("cfg.attention_backend == 'ascend'", holds=False) == Tie()
+    assert _tie("_is_npu") == Tie(platforms=frozenset({"npu"}))
+    assert _tie("get_platform().is_musa") == Tie(platforms=frozenset({"musa"}))
+    assert _tie("not is_musa()", holds=False) == Tie(platforms=frozenset({"musa"}))
+    assert _tie("is_npu() and cfg.attention_backend == 'ascend'") == Tie(frozenset({"ascend"}), frozenset({"npu"}))
+    # Either part may hold: neither ties the branch. A failed `or` fails both parts.
+    assert _tie("_is_npu or cfg.mamba") == Tie()
+    assert _tie("cfg.mamba or not _is_npu", holds=False) == Tie(platforms=frozenset({"npu"}))
+    # Not a device, not a backend name.
+    assert _tie("is_blackwell()") == Tie()
+    assert _tie("cfg.sampling_backend == 'ascend'") == Tie()
+
+
+def test_ties_are_apart_by_disjoint_backends_or_platforms() -> None:
+    musa = Tie(frozenset({"fa3"}), frozenset({"musa"}))
+    assert musa.apart(Tie(backends=frozenset({"ascend"})))
+    assert musa.apart(Tie(platforms=frozenset({"npu"})))
+    assert not Tie(backends=frozenset({"aiter"})).apart(Tie(platforms=frozenset({"npu"})))
+    assert not musa.apart(Tie())
