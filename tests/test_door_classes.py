@@ -266,3 +266,63 @@ def test_a_fork_pool_writing_kv_at_its_loc_is_a_door_whatever_its_name(in_tmp: P
     # nor a host cache's own pages.
     assert [(f["path"], f["line"]) for f in findings] == [("engine/backend.py", line) for line in (3, 4, 5)]
     assert [f["message"].split(" receives")[0] for f in findings] == ["`store_rows`", "`fused_store`", "`wrapped`"]
+
+
+
+# An SWA pool forwarding the unwrapped loc to an inner pool: `LaxPool` unwraps without checking the
+# mark (nothing is dropped there); `CheckingPool` checks it. The inner pool is typed through the
+# constructor's annotated parameter, or unknown.
+FORWARDING = '''
+from engine.write_loc import unwrap_write_loc, write_loc_is_physical
+
+
+class CheckingPool:
+    def set_kv_buffer(self, layer, loc, k, v):
+        if not write_loc_is_physical(loc):
+            raise ValueError("unmarked")
+        rows, _ = unwrap_write_loc(loc)
+        self.k_buffer[layer][rows] = k
+
+
+class LaxPool:
+    def set_kv_buffer(self, layer, loc, k, v):
+        rows, _ = unwrap_write_loc(loc)
+        self.k_buffer[layer][rows] = k
+
+
+class IntoLax:
+    def __init__(self, *, inner: LaxPool):
+        self.inner = inner
+
+    def set_kv_buffer(self, layer, loc_info, k, v):
+        loc, _ = unwrap_write_loc(loc_info)
+        self.inner.set_kv_buffer(layer, loc, k, v)
+
+
+class IntoChecking:
+    def __init__(self, inner: CheckingPool):
+        self.inner = inner
+
+    def set_kv_buffer(self, layer, loc_info, k, v):
+        loc, _ = unwrap_write_loc(loc_info)
+        self.inner.set_kv_buffer(layer, loc, k, v)
+
+
+class IntoUnknown:
+    def __init__(self, runner):
+        self.inner = runner.pool
+
+    def set_kv_buffer(self, layer, loc_info, k, v):
+        loc, _ = unwrap_write_loc(loc_info)
+        self.inner.set_kv_buffer(layer, loc, k, v)
+'''
+
+
+def test_kv103_only_where_an_inner_definition_it_can_reach_needs_the_mark(in_tmp: Path) -> None:
+    _write(in_tmp, {"engine/write_loc.py": WRITE_LOC, "engine/forwarding.py": FORWARDING})
+    flagged = {f["line"] for f in _check("--select", "KV103")["findings"]}
+    forward = "self.inner.set_kv_buffer(layer, loc, k, v)"
+    lax, checking, unknown = (_line(in_tmp, "engine/forwarding.py", forward, n) for n in range(3))
+    # The inner pool is a `LaxPool` (a keyword-only annotated parameter kept as the attribute): it ignores the mark.
+    assert lax not in flagged
+    assert checking in flagged and unknown in flagged

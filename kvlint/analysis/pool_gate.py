@@ -61,7 +61,7 @@ def mark_not_needed(tree: ProofTree, contract: Contract, where: Place, door: str
         klass = module.classes.get(where.klass) if module is not None and where.klass else None
         classes = receiver_classes(func.value, where.function, klass, known)
     reached = reachable(contract.door_kinds, bases, door, classes)
-    if not reached or any(_needs_mark(contract, kind) for kind in reached):
+    if not reached or any(needs_mark(contract, kind) for kind in reached):
         return None
     receiver = ast.unparse(func.value) if isinstance(func, ast.Attribute) else door
     whose = "of a class kvlint cannot tell" if classes is None else f"a {' or '.join(f'`{c}`' for c in sorted(classes))}"
@@ -69,7 +69,7 @@ def mark_not_needed(tree: ProofTree, contract: Contract, where: Place, door: str
     return f"`{receiver}` is {whose}, and no `{door}` it can reach checks the mark: {shown}"
 
 
-def _needs_mark(contract: Contract, kind: DoorKind) -> bool:
+def needs_mark(contract: Contract, kind: DoorKind) -> bool:
     """Where the tree's doors check the mark, a definition needs it where it reaches that check; where
     none does yet (a tree part-way through the migration), wherever it takes a write loc at all."""
     if contract.door_checks_mark:

@@ -79,28 +79,53 @@ def _bound_by(node: ast.AST) -> set[str]:
 
 
 def attribute_classes(klass: ast.ClassDef) -> list[tuple[str, set[str]]]:
-    """Each `self.<attribute>` of a class's methods built as `C(...)` or annotated `C` / `Optional[C]`,
-    with those classes (an attribute also given anything else is left out: unknown)."""
+    """Each `self.<attribute>` of a class's methods built as `C(...)`, annotated `C` / `Optional[C]`,
+    or assigned a parameter of its method annotated so (and never rebound there), with those classes
+    (an attribute also given anything else is left out: unknown)."""
     found: dict[str, set[str]] = {}
     unknown: set[str] = set()
-    for node in ast.walk(klass):
-        if isinstance(node, ast.AnnAssign) and self_attribute(node.target):
-            found.setdefault(self_attribute(node.target), set()).update(annotated_classes(node.annotation))
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                attribute = self_attribute(target)
-                if not attribute:
-                    continue
-                built = _trailing(node.value.func) if isinstance(node.value, ast.Call) else None
-                if built and built[:1].isupper():
-                    found.setdefault(attribute, set()).add(built)
-                else:
-                    unknown.add(attribute)
+    for method in (node for node in ast.walk(klass) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        parameters = _annotated_parameters(method)
+        for node in ast.walk(method):
+            if isinstance(node, ast.AnnAssign) and self_attribute(node.target):
+                found.setdefault(self_attribute(node.target), set()).update(annotated_classes(node.annotation))
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    attribute = self_attribute(target)
+                    if not attribute:
+                        continue
+                    built = _value_named(node.value, parameters)
+                    if built:
+                        found.setdefault(attribute, set()).update(built)
+                    else:
+                        unknown.add(attribute)
     # An annotation states the attribute's class whatever else assigns it; an assignment alone does not.
     annotated = {self_attribute(node.target) for node in ast.walk(klass)
                  if isinstance(node, ast.AnnAssign) and self_attribute(node.target)}
     return [(attribute, classes) for attribute, classes in sorted(found.items())
             if classes and (attribute in annotated or attribute not in unknown)]
+
+
+def _value_named(value: ast.expr, parameters: dict[str, set[str]]) -> set[str]:
+    """The classes an assigned value is by its own text: a constructor call, or an annotated parameter."""
+    if isinstance(value, ast.Call):
+        built = _trailing(value.func)
+        return {built} if built and built[:1].isupper() else set()
+    if isinstance(value, ast.Name):
+        return parameters.get(value.id, set())
+    return set()
+
+
+def _annotated_parameters(function: _Function) -> dict[str, set[str]]:
+    """The parameters of `function` annotated with classes, left out where the body rebinds one."""
+    args = function.args
+    every = (*args.posonlyargs, *args.args, *args.kwonlyargs)
+    typed = {arg.arg: annotated_classes(arg.annotation) for arg in every if arg.annotation is not None}
+    rebound = {target.id for node in ast.walk(function) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+               for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+               if isinstance(target, ast.Name)}
+    rebound |= {name for node in ast.walk(function) for name in _bound_by(node)}
+    return {name: classes for name, classes in typed.items() if classes and name not in rebound}
 
 
 def annotated_classes(annotation: ast.expr) -> set[str]:

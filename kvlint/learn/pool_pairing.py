@@ -8,7 +8,8 @@ a function or class that does. A guard ties the place:
 
 * to backends: `<...>attention_backend == "ascend"` (or `in (...)`), the name of the registry
   factory it is in (`@register("fa3")`), the string key of a dict it is the value of
-  (`{"fa3": self._create_fa3_backend}`);
+  (`{"fa3": self._create_fa3_backend}`: a draft factory's map, whose key is the draft's backend,
+  the main one unless another is named; kvlint reads every such key as the backend run);
 * to a platform: `_is_npu`, `is_musa()`, `platform.is_npu` (one device per process, so two
   platforms never meet).
 

@@ -278,7 +278,6 @@ def door_checking_mark(data: bytes, mark: str, predicate: str, doors: tuple[str,
     return None
 
 
-
 def class_methods(data: bytes, names: tuple[str, ...]) -> tuple[tuple[str, frozenset[str]], ...]:
     """The methods each class of `names` this file defines holds in its own body, as (class, methods).
 

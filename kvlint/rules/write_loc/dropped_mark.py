@@ -12,6 +12,8 @@ from kvlint.analysis.dataflow import function_flow
 from kvlint.api.rule import FileContext, Rule
 from kvlint.analysis.index import module_index
 from kvlint.rules.write_loc._api_words import mark_stated, mark_unnamed
+from kvlint.analysis.pool_gate import needs_mark
+from kvlint.rules.write_loc._door_classes import door_call
 from kvlint.rules.write_loc._raw_loc import loc_argument
 from kvlint.api.types import Invalid, Severity, Valid
 from kvlint.analysis.ast_walk import Function
@@ -32,7 +34,10 @@ class DroppedMark(Rule):
     behind the door that holds the mark) whose loc is unwrapped from the
     incoming loc:
     `unwrap_write_loc(loc_info)[0]`, a name unpacked from `unwrap_write_loc(...)`,
-    `loc_info.loc`, `loc_info.swa_loc`, `loc_info.full_loc`.
+    `loc_info.loc`, `loc_info.swa_loc`, `loc_info.full_loc`. Only where some
+    definition of the inner door the receiver can reach (by its class, as far
+    as the tree says: a constructor, an annotation, an annotated parameter kept
+    as the attribute) needs the mark: one that ignores it loses nothing.
 
     ## Why is this bad?
     The caller marked its loc; the wrapper door hands the inner door a bare
@@ -179,6 +184,10 @@ class DroppedMark(Rule):
             door = _callee(site.call)
             arg = loc_argument(site.call, doors[door])
             if arg is None or not _unwrapped(ctx, arg.value, door_method, incoming, 0):
+                continue
+            reached = door_call(ctx, site, door).kinds
+            if reached and not any(needs_mark(ctx.contract, kind) for kind in reached):
+                # Every definition the inner pool can run ignores the mark: nothing is dropped.
                 continue
             ctx.report(
                 arg.value,
