@@ -87,8 +87,7 @@ def check(cwd: Path, *paths: Path, options: tuple[str, ...] = ("--no-cache",)) -
     assert not report["errors"], report["errors"]
     findings = report["findings"]
     for finding in findings:
-        # Paths are shown relative to the working directory, and the fingerprint hashes the shown path.
-        del finding["fingerprint"]
+        # Paths are shown relative to the working directory; the fingerprint hashes the project-relative one.
         finding["path"] = os.path.normpath(cwd / finding["path"])
         finding["message"] = re.sub(r"[\w./-]+\.py", lambda shown: os.path.normpath(cwd / shown[0]), finding["message"])
         if finding["fix"] is not None and finding["fix"].get("path"):
@@ -114,6 +113,17 @@ def test_each_project_is_checked_alike_from_the_parent_its_root_and_a_subfolder(
     assert any(f["fix"] and f["fix"]["applicability"] == "safe" for f in new_findings if f["code"] == "KV101")
     assert not any(f["fix"] and f["fix"]["applicability"] == "safe" for f in old_findings if f["code"] == "KV101")
     assert all(f["path"].startswith(str(old)) for f in old_findings)
+
+
+def test_a_baseline_recorded_at_the_root_hides_the_same_findings_run_from_anywhere(tmp_path: Path) -> None:
+    new, _old = _two_projects(tmp_path)
+    baseline = tmp_path / "baseline.json"
+    with contextlib.chdir(new):
+        recorded = CliRunner().invoke(main, ["baseline", "-o", str(baseline), "engine"])
+    assert recorded.exit_code == 0, recorded.output
+    for cwd in (tmp_path, new / "engine", tmp_path.parent):
+        left = check(cwd, new / "engine", options=("--no-cache", "--baseline", str(baseline)))
+        assert left == [], (cwd, left)
 
 
 def test_a_one_file_run_equals_the_whole_tree_run_for_that_file(tmp_path: Path) -> None:

@@ -48,20 +48,21 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
         return CheckResult(FileOutcome(request.path, False, errors=(RunError(request.path, oversized, unchecked=True),)))
     tree = _TREES_AHEAD.pop(data, None) or python_tree(data, request.path)
     if isinstance(tree, Unparsable):
-        return _syntax_error(request.path, tree.line, tree.column, tree.message)
+        return _syntax_error(request.path, tree.line, tree.column, tree.message, request.project_path)
     facts, errors = _project_facts(request, data, tree)
     request = _rules_that_may_flag(request, data, tree)
     if not request.rules:
         # Nothing reads LibCST's tree: project rules read CPython's.
         text = source_text(data) if request.report_unused_ignores else None
-        open_suppressions = FileDecisions.for_source(request.path, request.ignored_codes, text).open_suppressions()
+        open_suppressions = FileDecisions.for_source(request.path, request.ignored_codes, text,
+                                                     request.project_path).open_suppressions()
         return CheckResult(FileOutcome(request.path, True, (), tuple(errors), None, open_suppressions), facts)
     deep = too_deep(tree)
     if deep is not None:
-        finding = _syntax_error_finding(request.path, deep.line, deep.column, deep.message)
+        finding = _syntax_error_finding(request.path, deep.line, deep.column, deep.message, request.project_path)
         return CheckResult(FileOutcome(request.path, False, (finding,), tuple(errors)), facts)
     parsed = _source_to_parse(request, data, tree)
-    module = _libcst_module(request.path, parsed)
+    module = _libcst_module(request, parsed)
     if isinstance(module, Finding):
         return CheckResult(FileOutcome(request.path, False, (module,), tuple(errors)), facts)
 
@@ -74,7 +75,7 @@ def check_bytes(request: CheckRequest, data: bytes) -> CheckResult:
     fixed_source: Optional[bytes] = None
     if request.fix is not None and any(_applies(v, request.fix) for v in checked.violations):
         # The skeleton found something to fix: the fix rewrites the whole file.
-        whole = module if parsed is data else _libcst_module(request.path, data)
+        whole = module if parsed is data else _libcst_module(request, data)
         if isinstance(whole, Finding):
             errors.append(RunError(request.path, f"not fixed: {whole.message}"))
         else:
@@ -97,7 +98,7 @@ def parse_ahead(request: CheckRequest, data: bytes) -> None:
     if kept is None:
         return
     parsed = _source_to_parse(kept, data, _TREES_AHEAD[data])
-    module = _libcst_module(request.path, parsed)
+    module = _libcst_module(request, parsed)
     if isinstance(module, cst.Module):
         _PARSED_AHEAD[parsed] = module
 
@@ -136,8 +137,9 @@ def _may_flag(rule: type[Rule], data: bytes, tree: ast.Module, contract: Contrac
         return True
 
 
-def _libcst_module(path: str, parsed: bytes) -> cst.Module | Finding:
+def _libcst_module(request: CheckRequest, parsed: bytes) -> cst.Module | Finding:
     """LibCST's tree of `parsed`, or the KV000 finding saying why there is none."""
+    path, project_path = request.path, request.project_path
     ahead = _PARSED_AHEAD.pop(parsed, None)
     if ahead is not None:
         return ahead
@@ -145,15 +147,15 @@ def _libcst_module(path: str, parsed: bytes) -> cst.Module | Finding:
         return cst.parse_module(parsed)
     except cst.ParserSyntaxError as exc:
         # CPython accepted the file (`python_tree`), so this is LibCST's own limit: report its words.
-        return _syntax_error_finding(path, exc.raw_line, exc.raw_column + 1, _first_line(exc.message))
+        return _syntax_error_finding(path, exc.raw_line, exc.raw_column + 1, _first_line(exc.message), project_path)
     except UnicodeDecodeError as exc:
         line = parsed[: exc.start].count(b"\n") + 1
-        return _syntax_error_finding(path, line, 1, f"file is not valid {exc.encoding}: {exc.reason}")
+        return _syntax_error_finding(path, line, 1, f"file is not valid {exc.encoding}: {exc.reason}", project_path)
     except (SyntaxError, LookupError) as exc:
         # LookupError: a coding cookie naming an unknown encoding.
-        return _syntax_error_finding(path, getattr(exc, "lineno", None) or 1, 1, str(exc))
+        return _syntax_error_finding(path, getattr(exc, "lineno", None) or 1, 1, str(exc), project_path)
     except RecursionError:
-        return _syntax_error_finding(path, 1, 1, "too deeply nested to parse")
+        return _syntax_error_finding(path, 1, 1, "too deeply nested to parse", project_path)
 
 
 def _project_facts(request: CheckRequest, data: bytes, tree: ast.Module) -> tuple[dict[str, Any], list[RunError]]:
@@ -247,7 +249,7 @@ def _to_findings(
     violations = [v for v in violations if v.code not in request.ignored_codes]
     need_comments = bool(violations) or request.report_unused_ignores
     text = (module.code if source is None else source) if need_comments else None
-    decisions = FileDecisions.for_source(request.path, request.ignored_codes, text)
+    decisions = FileDecisions.for_source(request.path, request.ignored_codes, text, request.project_path)
     if not violations and not (request.report_unused_ignores and decisions.suppressions):
         return [], [], ()
     # Imported here: placing nodes loads LibCST's position machinery, which a file nothing flags never needs.
@@ -335,11 +337,11 @@ def _fix(request: CheckRequest, module: cst.Module, may_suppress: bool) -> tuple
     return fixed, None if failure is None else RunError(request.path, failure)
 
 
-def _syntax_error(path: str, line: int, column: int, message: str) -> CheckResult:
-    return CheckResult(FileOutcome(path, False, (_syntax_error_finding(path, line, column, message),)))
+def _syntax_error(path: str, line: int, column: int, message: str, project_path: str) -> CheckResult:
+    return CheckResult(FileOutcome(path, False, (_syntax_error_finding(path, line, column, message, project_path),)))
 
 
-def _syntax_error_finding(path: str, line: int, column: int, message: str) -> Finding:
+def _syntax_error_finding(path: str, line: int, column: int, message: str, project_path: str) -> Finding:
     return Finding(
         code=SYNTAX_ERROR.code,
         name=SYNTAX_ERROR.name,
@@ -350,7 +352,7 @@ def _syntax_error_finding(path: str, line: int, column: int, message: str) -> Fi
         end_line=line,
         end_column=column,
         message=message,
-        fingerprint=fingerprint(SYNTAX_ERROR.code, path, "", message, 1),
+        fingerprint=fingerprint(SYNTAX_ERROR.code, project_path or path, "", message, 1),
     )
 
 

@@ -61,13 +61,16 @@ class FileDecisions:
     path: str
     ignored: frozenset[str] = frozenset()
     suppressions: dict[int, list[Suppression]] = field(default_factory=dict)
+    # The file relative to the project's root, which fingerprints hash ("": `path`): a baseline
+    # recorded from one folder matches a run from another.
+    project_path: str = ""
     used: set[SuppressionId] = field(default_factory=set)
     _occurrences: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     @classmethod
-    def for_source(cls, path: str, ignored: frozenset[str], text: Optional[str]) -> "FileDecisions":
+    def for_source(cls, path: str, ignored: frozenset[str], text: Optional[str], project_path: str = "") -> "FileDecisions":
         """`text` None: the file's comments are not needed (nothing to suppress, nothing to report unused)."""
-        return cls(path, ignored, parse_suppressions(text) if text is not None else {})
+        return cls(path, ignored, parse_suppressions(text) if text is not None else {}, project_path=project_path)
 
     def admit(self, candidate: Candidate) -> Optional[Finding]:
         """The finding to report, or None when an ignore or a suppression removes it."""
@@ -87,7 +90,8 @@ class FileDecisions:
             end_line=candidate.end_line,
             end_column=candidate.end_column,
             message=candidate.message,
-            fingerprint=fingerprint(candidate.code, candidate.path, candidate.scope, candidate.snippet, self._occurrences[key]),
+            fingerprint=fingerprint(candidate.code, self.project_path or candidate.path, candidate.scope, candidate.snippet,
+                                    self._occurrences[key]),
             fix=candidate.fix,
             scope=candidate.place or candidate.scope,
         )
@@ -135,8 +139,10 @@ def project_candidate(rule: ProjectRule, violation: ProjectViolation) -> Candida
     )
 
 
-def unused_ignores(path: str, open_suppressions: Iterable[Suppression], used: Iterable[SuppressionId] = ()) -> list[Finding]:
-    """KV001 for each suppression that stayed open after every rule, project rules included."""
+def unused_ignores(path: str, open_suppressions: Iterable[Suppression], used: Iterable[SuppressionId] = (),
+                   project_path: str = "") -> list[Finding]:
+    """KV001 for each suppression that stayed open after every rule, project rules included
+    (`project_path`: the file as fingerprints name it, relative to the project's root)."""
     used = set(used)
     findings = []
     for item in open_suppressions:
@@ -154,7 +160,7 @@ def unused_ignores(path: str, open_suppressions: Iterable[Suppression], used: It
                 end_line=item.line,
                 end_column=item.column + 1,
                 message=f"suppression{codes} suppresses nothing",
-                fingerprint=fingerprint(UNUSED_IGNORE.code, path, "", codes, item.line),
+                fingerprint=fingerprint(UNUSED_IGNORE.code, project_path or path, "", codes, item.line),
             )
         )
     return findings

@@ -114,7 +114,7 @@ def _run(
     project_used = _add_project_findings(config, options, found, tree, rules, checking, checked, report, phases)
     if options.prove or config.prove:
         report.proved = _proof(config, options, contract, tree, rules, report, project_used)
-    _add_unused_ignores(checked, project_used, report)
+    _add_unused_ignores(checked, project_used, tree.config_paths, report)
     _decide_reach(config, options, contract, report, phases)
     _save(early, rules, tree)
     report.findings.sort(key=lambda finding: finding.sort_key)
@@ -338,10 +338,12 @@ def _decide_reach(config: Config, options: RunOptions, contract: Contract, repor
                 options.reach or config.reach)
 
 
-def _add_unused_ignores(checked: dict[str, Checked], project_used: dict[str, Any], report: _Report) -> None:
+def _add_unused_ignores(checked: dict[str, Checked], project_used: dict[str, Any], config_paths: dict[str, str],
+                        report: _Report) -> None:
     for shown, result in checked.items():
         if result.outcome is not None and result.outcome.open_suppressions:
-            report.findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project_used.get(shown, ())))
+            report.findings.extend(unused_ignores(shown, result.outcome.open_suppressions, project_used.get(shown, ()),
+                                                  config_paths.get(shown, "")))
 
 
 def _save(early: Optional[HeadStart], rules: _Rules, tree: ReadTree) -> None:

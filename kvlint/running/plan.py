@@ -63,6 +63,8 @@ class CheckRequest:
     project_rules: tuple[ProjectRule, ...] = ()
     # The project index's facts about the helpers this file calls.
     helpers: HelperFacts = NO_HELPER_FACTS
+    # The file relative to the project's root, as fingerprints name it ("": `path`).
+    project_path: str = ""
 
 
 # Encoded trigger words by (rule class, options, contract): a worker encodes each once.
@@ -177,6 +179,7 @@ def file_requests(
             fix=options.fix,
             project_rules=project_rules,
             helpers=helpers,
+            project_path=config_paths[shown],
         )
         work.append((request, data))
     return work
@@ -212,8 +215,10 @@ def codemod_request(path: str, codes: tuple[str, ...]) -> CheckRequest:
     plan = make_plan(config, options, contract)
     absolute = Path(path).resolve()
     shown = _relative(absolute, Path.cwd().resolve())
-    ignored = per_file_ignored(_relative(absolute, config.root.resolve()), config.per_file_ignores, all_codes())
-    return CheckRequest(path=shown, rules=plan.rules, contract=contract, ignored_codes=ignored, fix=options.fix)
+    project_path = _relative(absolute, config.root.resolve())
+    ignored = per_file_ignored(project_path, config.per_file_ignores, all_codes())
+    return CheckRequest(path=shown, rules=plan.rules, contract=contract, ignored_codes=ignored, fix=options.fix,
+                        project_path=project_path)
 
 
 @lru_cache(maxsize=4)

@@ -111,7 +111,7 @@ class ProjectRun:
             # Out of scope (the fix target of a rule reading a wider tree): nothing to decide from.
             return FileDecisions(path)
         ignored = per_file_ignored(self._config_paths[path], self._config.per_file_ignores, [code])
-        return FileDecisions.for_source(path, ignored, data.decode("utf-8", errors="replace"))
+        return FileDecisions.for_source(path, ignored, data.decode("utf-8", errors="replace"), self._config_paths[path])
 
 
 def _apply_project_edit(

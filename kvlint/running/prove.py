@@ -160,7 +160,8 @@ def prove_scope(
         path = found.path
         if path not in decisions:
             ignored = per_file_ignored(config_paths.get(path, path), config.per_file_ignores, [UNPROVEN_WRITE_LOC.code])
-            decisions[path] = FileDecisions.for_source(path, ignored, reported[path].decode("utf-8", errors="replace"))
+            decisions[path] = FileDecisions.for_source(path, ignored, reported[path].decode("utf-8", errors="replace"),
+                                                       config_paths.get(path, path))
         candidate = _candidate(found, verdict, reported[path].splitlines())
         finding = decisions[path].admit(candidate)
         certificate.unproven_calls.append(UnprovenCall(path, candidate.line, finding is None, verdict.reason))
