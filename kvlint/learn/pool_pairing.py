@@ -70,12 +70,12 @@ def _meet(one: Optional[frozenset[str]], other: Optional[frozenset[str]]) -> Opt
 @dataclass(frozen=True)
 class Site:
     """A place naming `name` so that it may be built: in which class and function (top level
-    first), its line, and the tie its own guards give it (`spelled`: in a string, never tied)."""
+    first), and the tie its own guards give it (`spelled`: in a string, never tied). No line: an
+    edit moving it changes no answer, so learning is not redone for it."""
 
     name: str
     owner: str
     function: str
-    line: int
     tie: Tie
     spelled: bool = False
 
@@ -204,8 +204,8 @@ def guarded_sites(data: bytes, names: tuple[str, ...]) -> tuple[Site, ...]:
 
 
 def _sites(data: bytes, wanted: set[str]) -> Iterator[Site]:
-    for statement, offset, hits in statements_spelling(data, wanted):
-        walk = _Walk(wanted, building_nothing(statement, hits), offset, hits)
+    for statement, _offset, hits in statements_spelling(data, wanted):
+        walk = _Walk(wanted, building_nothing(statement, hits), hits)
         yield from walk.sites(statement, Tie(), "", "")
 
 
@@ -216,7 +216,6 @@ class _Walk:
 
     wanted: set[str]
     quiet: set[int]
-    offset: int
     hits: list[int]
 
     def sites(self, node: ast.AST, tie: Tie, owner: str, function: str) -> Iterator[Site]:
@@ -240,7 +239,7 @@ class _Walk:
         site = _site(node, self.wanted, self.quiet)
         if site is not None:
             name, spelled = site
-            yield Site(name, owner, function, getattr(node, "lineno", 0) + self.offset, tie, spelled)
+            yield Site(name, owner, function, tie, spelled)
         if not _exports(node):
             yield from self.below(list(ast.iter_child_nodes(node)), tie, owner, function)
 
