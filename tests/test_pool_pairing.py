@@ -4,6 +4,9 @@ a backend that never meets one keeps its safe paged-view fix although its pool's
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,3 +179,24 @@ def test_ties_are_apart_by_disjoint_backends_or_platforms() -> None:
     assert musa.apart(Tie(platforms=frozenset({"npu"})))
     assert not Tie(backends=frozenset({"aiter"})).apart(Tie(platforms=frozenset({"npu"})))
     assert not musa.apart(Tie())
+
+
+def test_an_edit_leaving_every_answer_alone_is_not_learned_again_in_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The ties hold sets; each process salts string hashing differently, and a digest taken in
+    # hash order would call every answer changed, so the next run would learn the whole tree again.
+    several = "\n\ndef several(cfg):\n    if cfg.attention_backend in ('ascend', 'npu_a', 'npu_b', 'npu_c', 'npu_d'):\n" \
+              "        return NPUPool(1, 1, 1, 1, 1)\n"
+    check(tmp_path, monkeypatch, **{"configurator.py": CONFIGURATOR + several})
+
+    def contract_phase(seed: str) -> str:
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run([sys.executable, "-m", "kvlint", "check", "-v", "."], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+        return next(line for line in run.stderr.splitlines() if line.startswith("kvlint: contract"))
+
+    assert "learned from the tree" in contract_phase("1")
+    with (tmp_path / "eng" / "configurator.py").open("a") as out:
+        out.write("# an edit\n")
+    assert "cached" in contract_phase("2")

@@ -138,8 +138,8 @@ class Scope:
 
 
 def _fingerprint(answer: Any, lines_up_to: Optional[int]) -> bytes:
-    """A digest of what equality sees of `answer`, and of its line numbers up to `lines_up_to`.
-    Answers hold no sets, so their `repr` is the same in every process."""
+    """A digest of what equality sees of `answer`, and of its line numbers up to `lines_up_to`,
+    the same in every process: a set's members are taken in sorted order, not hash order."""
     shown = repr(_compared(answer, lines_up_to))
     return hashlib.blake2b(shown.encode(), digest_size=16).digest()
 
@@ -151,6 +151,10 @@ def _compared(value: Any, lines_up_to: Optional[int]) -> Any:
         return value
     if isinstance(value, (tuple, list)):
         return tuple(_compared(item, lines_up_to) for item in value)
+    if isinstance(value, (set, frozenset)):
+        # Hash order differs between processes (string hashing is salted): a digest of it would
+        # tell every run an unchanged file answered differently, and learning would start over.
+        return "set", tuple(sorted((_compared(item, lines_up_to) for item in value), key=repr))
     if is_dataclass(value) and not isinstance(value, type):
         kind = type(value)
         if kind not in _FIELDS:
