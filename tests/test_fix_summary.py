@@ -70,11 +70,12 @@ def test_check_summary_says_nothing_of_fixes_when_none_has_one(in_tmp: Path) -> 
 def test_statistics_count_fixes_per_rule_as_the_summary_does(safe_and_unsafe: Path) -> None:
     (safe_and_unsafe / "put.py").write_text(NO_FIX)
     _, out, _ = invoke("check", "--statistics", "--quiet", ".")
-    assert out.splitlines()[-5:] == [
+    assert out.splitlines()[-6:] == [
         "     1  KV101  bare-write-loc  (1 fixable: 1 safe)",
         "     1  KV102  unmarked-write-loc",
         "     1  KV301  tbo-field-not-copied  (1 fixable: 1 with --unsafe)",
-        "     3  reach unknown",
+        "     1  reach live",
+        "     2  reach unknown",
         "3 findings (2 fixable: 1 safe, 1 with --unsafe) in 3 files; 4 files in scope",
     ]
 

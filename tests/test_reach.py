@@ -8,7 +8,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from kvlint.api.reach import Admission
 from kvlint.face.cli import main
+from kvlint.running.reach import verdict_at
 
 GATE = '''
 ALLOWED = frozenset({"triton", "fa3"})
@@ -218,3 +220,10 @@ def test_a_base_method_every_live_subclass_overrides_is_not_live_but_one_inherit
     assert "`Base.forward` runs on no live class" in reason
     assert "FA3Backend" in reason and "MusaFA3Backend" in reason and "TritonBackend" in reason
     assert inherited["reach"] == "live" and "a base of" in str(inherited["reach_reason"])
+
+
+def test_a_split_finding_is_live_though_the_tree_refuses_two_batch_overlap_under_unified_memory() -> None:
+    # The child builder refuses an uncopied field on any split, whatever the pool.
+    refused = verdict_at("KV301", "", Admission(refusals=(("enable_two_batch_overlap", "gate.py:9"),)))
+    assert refused.reach == "live" and "only under unified memory (gate.py:9)" in refused.reason
+    assert verdict_at("KV301", "", Admission()).reach == "live"

@@ -2,8 +2,10 @@
 
 It reads only a finding's code and the class its flagged code sits in (the outermost part of
 `Finding.scope`), never its file: which findings exist does not depend on it, and a cached
-result stays valid when only a gate moves. KV301 flags the two-batch-overlap split: where the
-tree refuses two-batch overlap under unified memory, every finding of it is latent there.
+result stays valid when only a gate moves. KV301 flags the two-batch-overlap split, whose child
+builder refuses (or drops) a field it does not copy whatever the pool: a tree refusing two-batch
+overlap only under unified memory still runs that split on every other pool, so a KV301 finding
+is live (a `latent` there would hide the crash the review thread this project grew from found).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable
 
-from kvlint.api.reach import LATENT, UNKNOWN, Admission, Verdict, reported
+from kvlint.api.reach import LIVE, UNKNOWN, Admission, Verdict, reported
 from kvlint.api.types import Finding
 
 # The rules whose findings only a two-batch-overlap split runs, and the flag that turns it on.
@@ -27,9 +29,8 @@ def verdict_at(code: str, scope: str, admission: Admission) -> Verdict:
     """The reach of a finding of `code` whose code sits in `scope` (enclosing classes and functions)."""
     if code in _TBO_CODES:
         where = admission.refusal(TBO_FLAG)
-        if where is not None:
-            return Verdict(LATENT, f"two-batch overlap is refused under unified memory ({where})")
-        return Verdict(UNKNOWN, "the tree states no refusal of two-batch overlap under unified memory")
+        refused = f"refuses it only under unified memory ({where})" if where is not None else "never refuses it"
+        return Verdict(LIVE, f"a two-batch-overlap split meets the field whatever the pool, and the tree {refused}")
     if admission.unreadable:
         return Verdict(UNKNOWN, f"an allow-set kvlint cannot read: {admission.unreadable}")
     owner, _, inside = scope.partition(".")
