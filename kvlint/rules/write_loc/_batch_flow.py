@@ -35,11 +35,12 @@ from kvlint.analysis.walk import code_children
 from kvlint.api.contract import Contract
 
 def is_forward(name: str) -> bool:
-    """A callee KV105 takes for a forward when handed a batch; not a context manager named after one
-    (`forward_context(..., forward_batch=batch)` runs nothing)."""
-    return (
-        name == "forward" or name.startswith(("forward_", "init_forward_metadata")) or name.endswith("_forward")
-    ) and not name.endswith("context")
+    """A callee KV105 takes for a forward when handed a batch: a forward by name, or a model called
+    as a module (`self.model(ids, positions, batch)`, `draft_model(...)`: calling a module runs its
+    forward); not a context manager named after one (`forward_context(..., forward_batch=batch)` runs
+    nothing)."""
+    named = name == "forward" or name.startswith(("forward_", "init_forward_metadata")) or name.endswith("_forward")
+    return (named or name == "model" or name.endswith("_model")) and not name.endswith("context")
 
 
 def dotted(expr: cst.BaseExpression) -> Optional[str]:

@@ -26,7 +26,8 @@ class UnboundBatch(Rule):
     function that builds it, the batch reaches a write door (a door call with
     the batch in its arguments) or a forward (a call handed the batch whose
     callee is named `forward`, `forward_*`, `*_forward` or
-    `init_forward_metadata*`, a context manager such as `forward_context` aside) before its mark is set or bound: not passed as the
+    `init_forward_metadata*`, or a model called as a module, `model` or `*_model`;
+    a context manager such as `forward_context` aside) before its mark is set or bound: not passed as the
     batch mark keyword (`out_cache_loc_is_physical`, or
     `out_cache_loc_id_space`), not assigned (`batch.<mark> = ...`), and not
     handed to one of the tree's binding methods (learned: functions that set
@@ -143,6 +144,13 @@ class UnboundBatch(Rule):
             "def warm(pool, layer, rows, k, v):\n"
             "    batch = ForwardBatch(out_cache_loc=rows.cache_slots)\n"
             "    pool.set_kv_buffer(layer, KVWriteLoc.for_batch(batch), k, v)\n",
+        ),
+        # A model called as a module runs its forward (an out-of-tree draft harness's rows).
+        Invalid(
+            "def draft_rows(model, ids, positions, slots):\n"
+            "    batch = ForwardBatch(batch_size=4, out_cache_loc=slots)\n"
+            "    return model.model(ids, positions, batch)\n",
+            contract=_UPSTREAM,
         ),
         # Inside the graph's `run_once`, with nothing in the builder binding it.
         Invalid(
