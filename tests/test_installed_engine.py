@@ -368,3 +368,28 @@ def test_a_wrong_engine_path_is_a_one_line_error_naming_the_file(project: Path, 
     assert result.exit_code == 2
     assert f"{project / 'pyproject.toml'}: {error}" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_fork_of_the_engine_is_its_own_engine_and_says_the_tree_has_no_write_loc_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fork before the migration: the `sglang` package itself, importing its own modules, with no
+    # `KVWriteLoc`. An installed sglang (another engine) has nothing to say about this tree.
+    install_engine(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    fork = tmp_path / "fork"
+    backend = fork / "sglang" / "srt" / "layers" / "attention" / "fork_backend.py"
+    backend.parent.mkdir(parents=True)
+    (fork / "sglang" / "srt" / "layers" / "attention" / "base.py").write_text("class AttentionBackend:\n    pass\n")
+    backend.write_text(
+        "from sglang.srt.layers.attention.base import AttentionBackend\n\n\n"
+        "class ForkBackend(AttentionBackend):\n"
+        "    def forward_decode(self, q, k, v, layer, forward_batch):\n"
+        "        forward_batch.token_to_kv_pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)\n"
+    )
+    (fork / "pyproject.toml").write_text("[tool.kvlint]\n")
+    monkeypatch.chdir(fork)
+    kv101 = by_code(check("--no-cache"))["KV101"]
+    assert "the scanned tree has no `KVWriteLoc` yet, so no mark travels with the loc" in kv101["message"]
+    assert "installed" not in kv101["message"] and "engine-path" not in kv101["message"]
+    assert "engine:" not in contract_lines()

@@ -79,6 +79,7 @@ from kvlint.learn.tree import (
     Learned as _Learned,
     class_bases,
     subclasses,
+    import_counts,
     imports_package,
     learn_door_checks as _learn_door_checks,
     learn_import_spellings as _learn_import_spellings,
@@ -146,12 +147,25 @@ def _read_engine(config: Config, contract: Contract, scope: Scope) -> Optional[S
     if scope.first(write_loc_class, contract.write_loc_class, contract.batch_factory) is not None:
         return None
     package = engine_package(config, contract)
-    if not config.engine_path and scope.first(imports_package, package) is None:
+    if not config.engine_path and (scope.first(imports_package, package) is None or _is_the_engine(scope, package)):
         return None
     search = locate_engine(package, config, contract, scope.paths)
     if search.engine is not None:
         scope.add_context(search.engine.sources(), search.engine.shown)
     return search
+
+
+def _is_the_engine(scope: Scope, package: str) -> bool:
+    """Whether the scanned tree is the engine package itself (a fork, an older release): a module it
+    imports from the package is one of its own files, so no installed copy has anything to add."""
+    segment = f"/{package}/"
+    own = set()
+    for path in scope.paths:
+        text = path.resolve().as_posix()
+        if segment in text:
+            tail = text.rsplit(segment, 1)[1].removesuffix(".py").removesuffix("/__init__")
+            own.add(f"{package}.{tail.replace('/', '.')}")
+    return bool(own) and any(module in own for module in import_counts(scope, f"from {package}.".encode()))
 
 
 def _pinned_elsewhere(config: Config, key: str, learned: _Learned) -> bool:
