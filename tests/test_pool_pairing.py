@@ -15,18 +15,8 @@ from kvlint.api.config import load_config
 from kvlint.api.types import Finding
 from kvlint.learn.pool_pairing import Tie, _guard
 from kvlint.running.engine import RunOptions, run
+from test_layout_pool_origin import POOLS
 
-POOLS = (
-    "import torch\n\n\n"
-    "class StridedPool:\n"
-    "    def __init__(self, size, page_size, layers, heads, dim):\n"
-    "        self.k_buffer = [torch.zeros((size + page_size, heads, dim)) for _ in range(layers)]\n\n"
-    "    def get_key_buffer(self, layer_id):\n"
-    "        return self.k_buffer[layer_id]\n\n\n"
-    "class NPUPool(StridedPool):\n"
-    "    def __init__(self, size, page_size, layers, heads, dim):\n"
-    "        self.k_buffer = torch.zeros((layers, size // page_size + 1, page_size, heads, dim))\n"
-)
 # The NPU pool is built for the `ascend` backend (through a helper method) and on NPU machines.
 CONFIGURATOR = (
     "from eng.pools import NPUPool, StridedPool\n"

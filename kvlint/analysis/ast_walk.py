@@ -82,3 +82,13 @@ def code_units(data: bytes, tree: ast.Module) -> list[tuple[list[ast.AST], Optio
             rest.append(statement)
     units.append((rest, None))
     return units
+
+
+def line_span(node: ast.AST) -> Optional[tuple[int, int]]:
+    """The first and last line of `node`, its decorators' included; None for a node without lines."""
+    start: Optional[int] = getattr(node, "lineno", None)
+    if start is None:
+        return None
+    end: int = getattr(node, "end_lineno", None) or start
+    decorators: list[ast.expr] = getattr(node, "decorator_list", None) or []
+    return min([start, *(decorator.lineno for decorator in decorators)]), end

@@ -24,16 +24,15 @@ different platforms. The musa FlashAttention backend (fa3, on `_is_musa`) and th
 from __future__ import annotations
 
 import ast
-from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping, Optional
 
 from kvlint.api.contract import Contract
 from kvlint.api.reach import Admission
 from kvlint.learn.memo import remembered
-from kvlint.learn.registry_read import building_nothing, registry_factories, statements_spelling
+from kvlint.learn.registry_read import building_nothing, may_spell, registry_factories, statements_spelling
 from kvlint.learn.scope import Scope
-from kvlint.learn.tree import Learned, class_bases, spelled_words, subclasses
+from kvlint.learn.tree import Learned, class_bases, names_spelled, subclasses
 
 # The devices a platform predicate names: a process runs on one of them.
 _DEVICES = frozenset({"npu", "musa", "hip", "xpu", "cuda", "cpu", "mps", "hpu"})
@@ -196,8 +195,7 @@ class _Ties:
 
 def guarded_sites(data: bytes, names: tuple[str, ...]) -> tuple[Site, ...]:
     """Where this file names any of `names` so that it may be built, each with its guards' tie."""
-    spelled = spelled_words(data)
-    wanted = tuple(name for name in names if name.encode() in spelled)
+    wanted = names_spelled(data, names)
     if not wanted:
         return ()
     return tuple(remembered("guarded-sites", data, wanted, lambda: list(_sites(data, set(wanted)))))
@@ -245,19 +243,8 @@ class _Walk:
 
     def below(self, nodes: list[ast.AST], tie: Tie, owner: str, function: str) -> Iterator[Site]:
         for node in nodes:
-            if self._may_spell(node):
+            if may_spell(node, self.hits):
                 yield from self.sites(node, tie, owner, function)
-
-    def _may_spell(self, node: ast.AST) -> bool:
-        """Whether `node`'s lines (its decorators' included) hold a hit; a node without lines may."""
-        first: Optional[int] = getattr(node, "lineno", None)
-        if first is None:
-            return True
-        last: int = getattr(node, "end_lineno", None) or first
-        decorators: list[ast.expr] = getattr(node, "decorator_list", None) or []
-        first = min([first, *(decorator.lineno for decorator in decorators)])
-        at = bisect_left(self.hits, first)
-        return at < len(self.hits) and self.hits[at] <= last
 
 
 def _site(node: ast.AST, wanted: set[str], quiet: set[int]) -> Optional[tuple[str, bool]]:

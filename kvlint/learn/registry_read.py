@@ -21,8 +21,9 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
+from kvlint.analysis.ast_walk import line_span
 from kvlint.learn.memo import remembered
-from kvlint.learn.tree import parsed_tree, spelled_words
+from kvlint.learn.tree import names_spelled, parsed_tree
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,7 @@ class Reference:
 
 def references(data: bytes, names: tuple[str, ...]) -> tuple[Reference, ...]:
     """Where a file names any of `names` in a way that could build it, remembered by content."""
-    spelled = spelled_words(data)
-    wanted = tuple(name for name in names if name.encode() in spelled)
+    wanted = names_spelled(data, names)
     if not wanted:
         return ()
     return tuple(remembered("references", data, wanted, lambda: list(_references(data, set(wanted)))))
@@ -167,19 +167,17 @@ def _spelling(node: ast.AST, hits: list[int]) -> Iterator[ast.AST]:
     while pending:
         current = pending.pop()
         yield current
-        for child in ast.iter_child_nodes(current):
-            first = getattr(child, "lineno", None)
-            # A definition's line is its `def`/`class`: its decorators stand above it.
-            decorators = getattr(child, "decorator_list", None)
-            if first is not None and decorators:
-                first = min(first, *(decorator.lineno for decorator in decorators))
-            if first is None or _holds_hit(first, getattr(child, "end_lineno", None) or first, hits):
-                pending.append(child)
+        pending.extend(child for child in ast.iter_child_nodes(current) if may_spell(child, hits))
 
 
-def _holds_hit(first: int, last: int, hits: list[int]) -> bool:
-    at = bisect_left(hits, first)
-    return at < len(hits) and hits[at] <= last
+def may_spell(node: ast.AST, hits: list[int]) -> bool:
+    """Whether `node`'s lines (its decorators' included: a definition's own line is its `def`)
+    hold one of `hits` (sorted); a node without lines may."""
+    span = line_span(node)
+    if span is None:
+        return True
+    at = bisect_left(hits, span[0])
+    return at < len(hits) and hits[at] <= span[1]
 
 
 _TOP_LEVEL = re.compile(rb"^(?:[^\s#)\]}]|$)")

@@ -211,6 +211,12 @@ def spelled_words(data: bytes) -> frozenset[bytes]:
     return frozenset(_WORD.findall(data))
 
 
+def names_spelled(data: bytes, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `names` a file spells as words, in their order."""
+    spelled = spelled_words(data)
+    return tuple(name for name in names if name.encode() in spelled)
+
+
 _CLASS_HEADER = re.compile(rb"class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
 
 

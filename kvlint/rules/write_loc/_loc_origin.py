@@ -25,6 +25,7 @@ from typing import Callable, Iterator, Optional, Union
 
 import libcst as cst
 
+from kvlint.analysis.ast_walk import line_span
 from kvlint.analysis.proof_tree import own_nodes
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext
@@ -277,13 +278,8 @@ def enclosing_function(tree: ast.Module, line: int, column: int) -> tuple[Option
 
 def _may_hold(node: ast.AST, line: int) -> bool:
     """Whether `node`'s lines (its decorators' included) may hold `line`; a node without lines may."""
-    start: Optional[int] = getattr(node, "lineno", None)
-    if start is None:
-        return True
-    end: int = getattr(node, "end_lineno", None) or start
-    decorators: list[ast.expr] = getattr(node, "decorator_list", None) or []
-    first = min([start, *(decorator.lineno for decorator in decorators)])
-    return first <= line <= end
+    span = line_span(node)
+    return span is None or span[0] <= line <= span[1]
 
 
 def call_site(ctx: FileContext, call: cst.Call) -> tuple[FileOrigins, Optional[_Function], Optional[ast.Call]]:
