@@ -81,27 +81,51 @@ def _bound_by(node: ast.AST) -> set[str]:
 def attribute_classes(klass: ast.ClassDef) -> list[tuple[str, set[str]]]:
     """Each `self.<attribute>` of a class's methods built as `C(...)`, annotated `C` / `Optional[C]`,
     or assigned a parameter of its method annotated so (and never rebound there), with those classes
-    (an attribute also given anything else is left out: unknown)."""
+    (an attribute also given anything else is left out: unknown). Kept for the last few classes
+    asked: a rule asks once per door call, and a backend class runs to thousands of lines."""
+    for held, answer in _ATTRIBUTES:
+        if held is klass:
+            return answer
+    answer = _attribute_classes(klass)
+    _ATTRIBUTES.insert(0, (klass, answer))
+    del _ATTRIBUTES[8:]
+    return answer
+
+
+_ATTRIBUTES: list[tuple[ast.ClassDef, list[tuple[str, set[str]]]]] = []
+
+
+def _attribute_classes(klass: ast.ClassDef) -> list[tuple[str, set[str]]]:
     found: dict[str, set[str]] = {}
     unknown: set[str] = set()
+    annotated: set[str] = set()
     for method in (node for node in ast.walk(klass) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))):
-        parameters = _annotated_parameters(method)
+        assigned: list[tuple[str, ast.expr]] = []
+        rebound: set[str] = set()
         for node in ast.walk(method):
-            if isinstance(node, ast.AnnAssign) and self_attribute(node.target):
-                found.setdefault(self_attribute(node.target), set()).update(annotated_classes(node.annotation))
+            if isinstance(node, ast.AnnAssign):
+                attribute = self_attribute(node.target)
+                if attribute:
+                    annotated.add(attribute)
+                    found.setdefault(attribute, set()).update(annotated_classes(node.annotation))
+                elif isinstance(node.target, ast.Name):
+                    rebound.add(node.target.id)
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     attribute = self_attribute(target)
-                    if not attribute:
-                        continue
-                    built = _value_named(node.value, parameters)
-                    if built:
-                        found.setdefault(attribute, set()).update(built)
+                    if attribute:
+                        assigned.append((attribute, node.value))
                     else:
-                        unknown.add(attribute)
+                        rebound |= {name.id for name in ast.walk(target) if isinstance(name, ast.Name)}
+            rebound |= _bound_by(node)
+        parameters = _annotated_parameters(method, rebound) if assigned else {}
+        for attribute, value in assigned:
+            built = _value_named(value, parameters)
+            if built:
+                found.setdefault(attribute, set()).update(built)
+            else:
+                unknown.add(attribute)
     # An annotation states the attribute's class whatever else assigns it; an assignment alone does not.
-    annotated = {self_attribute(node.target) for node in ast.walk(klass)
-                 if isinstance(node, ast.AnnAssign) and self_attribute(node.target)}
     return [(attribute, classes) for attribute, classes in sorted(found.items())
             if classes and (attribute in annotated or attribute not in unknown)]
 
@@ -116,15 +140,11 @@ def _value_named(value: ast.expr, parameters: dict[str, set[str]]) -> set[str]:
     return set()
 
 
-def _annotated_parameters(function: _Function) -> dict[str, set[str]]:
-    """The parameters of `function` annotated with classes, left out where the body rebinds one."""
+def _annotated_parameters(function: _Function, rebound: set[str]) -> dict[str, set[str]]:
+    """The parameters of `function` annotated with classes, but those the body rebinds."""
     args = function.args
     every = (*args.posonlyargs, *args.args, *args.kwonlyargs)
     typed = {arg.arg: annotated_classes(arg.annotation) for arg in every if arg.annotation is not None}
-    rebound = {target.id for node in ast.walk(function) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-               for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-               if isinstance(target, ast.Name)}
-    rebound |= {name for node in ast.walk(function) for name in _bound_by(node)}
     return {name: classes for name, classes in typed.items() if classes and name not in rebound}
 
 
