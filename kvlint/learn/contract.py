@@ -65,6 +65,7 @@ from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contra
 from kvlint.api.paths import ROOT_MARKERS
 from kvlint.learn.admission import learn_admission
 from kvlint.learn.pool_pairing import learn_pool_pairing
+from kvlint.learn.registry_read import forget_pieces
 from kvlint.learn.binding import learn_binding_methods
 from kvlint.processes.collector import collector_paused
 from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
@@ -82,6 +83,8 @@ from kvlint.learn.tree import (
     import_counts,
     imports_package,
     learn_door_checks as _learn_door_checks,
+    parsed_tree,
+    spelled_words,
     learn_import_spellings as _learn_import_spellings,
 )
 
@@ -123,6 +126,11 @@ def _learn(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Sco
     learn_mark_gate(contract, learned, scope)
     learn_admission(scope, learned)
     learn_pool_pairing(contract, scope, learned)
+    # The trees, pieces and word sets kept for learning's many questions: over sglang/srt they held
+    # more memory than the rest of a run, and the next learning reads anew what changed.
+    parsed_tree.cache_clear()
+    spelled_words.cache_clear()
+    forget_pieces()
     values = {key: value for key, value in learned.values.items() if key in _keys_to_fill(config)}
     changes: dict[str, Any] = {key.replace("-", "_"): value for key, value in values.items()}
     found = {key: learned.sources[key] for key in values}

@@ -232,11 +232,15 @@ def _lines_spelling(data: bytes, wanted: set[str]) -> list[int]:
     return sorted(found)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=128)
 def _parsed_piece(piece: bytes) -> ast.Module:
     """A statement cut out of a file, parsed once however many surveys ask for the names it spells
     (read only: every caller walks it, none changes it)."""
     return ast.parse(piece)
+
+
+def forget_pieces() -> None:
+    _parsed_piece.cache_clear()
 
 
 def _spans_any(statement: ast.stmt, hits: list[int]) -> bool:
