@@ -190,3 +190,19 @@ def test_an_edit_leaving_every_answer_alone_is_not_learned_again_in_another_proc
     with (tmp_path / "eng" / "configurator.py").open("a") as out:
         out.write("# an edit\n")
     assert "cached" in contract_phase("2")
+
+
+def test_a_pool_in_a_dict_keyed_by_something_else_than_a_backend_is_untied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Keyed by device, not by the registry's names: the key says nothing of the backend that runs.
+    by_device = CONFIGURATOR + "\n\nPOOLS_BY_DEVICE = {'npu': NPUPool, 'cuda': StridedPool, 'ascend': StridedPool}\n"
+    found = check(tmp_path, monkeypatch, **{"configurator.py": by_device})
+    assert applicability(found[MUSA]) == "unsafe"
+
+
+
+def test_a_pool_in_a_dict_keyed_by_a_backend_name_is_that_backends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    by_backend = CONFIGURATOR + "\n\nPOOLS_BY_BACKEND = {'ascend': NPUPool, 'fa3': StridedPool, 'aiter': StridedPool}\n"
+    found = check(tmp_path, monkeypatch, **{"configurator.py": by_backend})
+    assert applicability(found[MUSA]) == "safe"

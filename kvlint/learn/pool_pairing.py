@@ -7,9 +7,9 @@ pool. But the tree says where it builds one: every place naming the class so tha
 a function or class that does. A guard ties the place:
 
 * to backends: `<...>attention_backend == "ascend"` (or `in (...)`), the name of the registry
-  factory it is in (`@register("fa3")`), the string key of a dict it is the value of
-  (`{"fa3": self._create_fa3_backend}`: a draft factory's map, whose key is the draft's backend,
-  the main one unless another is named; kvlint reads every such key as the backend run);
+  factory it is in (`@register("fa3")`), its key in a dict keyed by the registry's names (two of
+  them at least: `{"fa3": self._create_fa3_backend, ...}`, a draft factory's map, whose key is the
+  draft's backend, the main one unless another is named; kvlint reads it as the backend run);
 * to a platform: `_is_npu`, `is_musa()`, `platform.is_npu` (one device per process, so two
   platforms never meet).
 
@@ -117,7 +117,7 @@ def _registry(scope: Scope, learned: Learned, split: tuple[str, ...]) -> list[tu
     if isinstance(admission, Admission) and admission.registry:
         return [(factory.name, factory.function, factory.classes) for factory in admission.registry]
     unnamed = _Ties(scope, {})
-    named = {backend for pool in split for tie in unnamed.of(pool) or () for backend in tie.backends or ()}
+    named = {backend for pool in split for backend in unnamed.backends_compared(pool)}
     best: list[tuple[str, str, tuple[str, ...]]] = []
     overlap = 0
     for reads in scope.survey(registry_factories).values():
@@ -133,6 +133,7 @@ class _Ties:
     def __init__(self, scope: Scope, factories: Mapping[str, str]) -> None:
         self._scope = scope
         self._factories = factories
+        self._backends = frozenset(factories.values())
         self._known: dict[tuple[str, int], Optional[tuple[Tie, ...]]] = {}
         self._sites: dict[str, list[Site]] = {}
 
@@ -146,7 +147,7 @@ class _Ties:
             for name in pending:
                 self._sites[name] = []
             above: set[str] = set()
-            for answer in self._scope.survey(guarded_sites, tuple(sorted(pending))).values():
+            for answer in self._scope.survey(guarded_sites, tuple(sorted(pending)), self._backends).values():
                 for site in answer:
                     self._sites[site.name].append(site)
                     above.add(self._container(site))
@@ -175,6 +176,17 @@ class _Ties:
                 found.extend(site.tie.narrowed(up) for up in above)
         return tuple(found)
 
+    def backends_compared(self, name: str, links: int = _LINKS) -> set[str]:
+        """The backend names the guards over the places building `name` compare, a few links up."""
+        self.fetch([name])
+        found: set[str] = set()
+        for site in self._sites[name]:
+            found |= site.tie.backends or set()
+            container = self._container(site)
+            if container and container != name and links > 0:
+                found |= self.backends_compared(container, links - 1)
+        return found
+
     def _container(self, site: Site) -> str:
         """The code whose being run runs `site`: a constructor's class, else its function."""
         return site.owner if site.owner and site.function in _CONSTRUCTORS else site.function
@@ -193,17 +205,19 @@ class _Ties:
         return callers or None
 
 
-def guarded_sites(data: bytes, names: tuple[str, ...]) -> tuple[Site, ...]:
-    """Where this file names any of `names` so that it may be built, each with its guards' tie."""
+def guarded_sites(data: bytes, names: tuple[str, ...], backends: frozenset[str]) -> tuple[Site, ...]:
+    """Where this file names any of `names` so that it may be built, each with its guards' tie
+    (`backends`: the registry's names, the only dict keys read as the backend that runs)."""
     wanted = names_spelled(data, names)
     if not wanted:
         return ()
-    return tuple(remembered("guarded-sites", data, wanted, lambda: list(_sites(data, set(wanted)))))
+    return tuple(remembered("guarded-sites", data, (*wanted, *sorted(backends)),
+                            lambda: list(_sites(data, set(wanted), backends))))
 
 
-def _sites(data: bytes, wanted: set[str]) -> Iterator[Site]:
+def _sites(data: bytes, wanted: set[str], backends: frozenset[str]) -> Iterator[Site]:
     for statement, _offset, hits in statements_spelling(data, wanted):
-        walk = _Walk(wanted, building_nothing(statement, hits), hits)
+        walk = _Walk(wanted, building_nothing(statement, hits), hits, backends)
         yield from walk.sites(statement, Tie(), "", "")
 
 
@@ -215,6 +229,7 @@ class _Walk:
     wanted: set[str]
     quiet: set[int]
     hits: list[int]
+    backends: frozenset[str]
 
     def sites(self, node: ast.AST, tie: Tie, owner: str, function: str) -> Iterator[Site]:
         if isinstance(node, ast.ClassDef):
@@ -228,9 +243,13 @@ class _Walk:
                 yield from self.below(list(branches), tie.narrowed(_guard(node.test, holds)), owner, function)
             return
         if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
-                keyed = isinstance(key, ast.Constant) and isinstance(key.value, str)
-                inner = tie.narrowed(Tie(backends=frozenset({str(key.value)}))) if keyed else tie  # type: ignore[union-attr]
+            # A dict keyed by the registry's names (two at least) dispatches on the backend, each key
+            # one; a dict keyed otherwise (a device, a model) says nothing of it.
+            keys = [key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+                    for key in node.keys]
+            dispatch = len(self.backends.intersection(keys)) >= 2
+            for key, name, value in zip(node.keys, keys, node.values):
+                inner = tie.narrowed(Tie(backends=frozenset({name}))) if dispatch and name is not None else tie
                 yield from self.below([key] if key is not None else [], tie, owner, function)
                 yield from self.below([value], inner, owner, function)
             return
