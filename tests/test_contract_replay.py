@@ -19,19 +19,9 @@ from kvlint.store.location import cache_directory
 from kvlint.running.engine import RunOptions, run
 from kvlint.learn.contract import learn_contract
 from kvlint.learn.scope import Asked
+from engine_text import PHYSICAL_WRITE_LOC
 
-WRITE_LOC = '''from dataclasses import dataclass
-
-
-@dataclass
-class KVWriteLoc:
-    loc: object
-    physical: bool = False
-
-    @classmethod
-    def for_batch(cls, forward_batch):
-        return cls(forward_batch.out_cache_loc, physical=forward_batch.out_cache_loc_is_physical)
-
+WRITE_LOC = PHYSICAL_WRITE_LOC + '''
 
 def write_loc_is_physical(loc_info):
     return isinstance(loc_info, KVWriteLoc) and loc_info.physical

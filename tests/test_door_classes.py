@@ -13,21 +13,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from engine_text import PHYSICAL_WRITE_LOC
 from kvlint.cli import main
 
-WRITE_LOC = '''
-from dataclasses import dataclass
-
-
-@dataclass
-class KVWriteLoc:
-    loc: object
-    physical: bool = False
-
-    @classmethod
-    def for_batch(cls, forward_batch):
-        return cls(forward_batch.out_cache_loc, physical=forward_batch.out_cache_loc_is_physical)
-
+WRITE_LOC = "\n" + PHYSICAL_WRITE_LOC + '''
 
 def unwrap_write_loc(loc_info):
     if isinstance(loc_info, KVWriteLoc):

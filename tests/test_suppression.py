@@ -18,20 +18,9 @@ from click.testing import CliRunner
 
 from kvlint.cli import main
 from kvlint.running.suppression import parse_suppressions
+from engine_text import PHYSICAL_WRITE_LOC
 
-POOL = '''\
-from dataclasses import dataclass
-
-
-@dataclass
-class KVWriteLoc:
-    loc: object
-    physical: bool = False
-
-    @classmethod
-    def for_batch(cls, forward_batch):
-        return cls(forward_batch.out_cache_loc, physical=forward_batch.out_cache_loc_is_physical)
-
+POOL = PHYSICAL_WRITE_LOC + '''
 
 def unwrap_write_loc(loc_info):
     if isinstance(loc_info, KVWriteLoc):

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Sequence
 
+from kvlint.api.hierarchy import subclasses
+
 # What a definition does with its loc.
 WRITE_LOC = "write-loc"  # tests, unwraps or forwards it as a write loc: a `KVWriteLoc` is what it takes
 TENSOR = "tensor"  # uses it as a tensor without testing it: a `KVWriteLoc` breaks it
@@ -54,20 +56,6 @@ def ancestors(klass: str, bases: Mapping[str, Sequence[str]]) -> list[str]:
     return order
 
 
-def descendants(klass: str, bases: Mapping[str, Sequence[str]]) -> set[str]:
-    children: dict[str, set[str]] = {}
-    for child, parents in bases.items():
-        for parent in parents:
-            children.setdefault(parent, set()).add(child)
-    found, pending = set(), [klass]
-    while pending:
-        for child in children.get(pending.pop(), ()):
-            if child not in found:
-                found.add(child)
-                pending.append(child)
-    return found
-
-
 def reachable(
     kinds: Iterable[DoorKind], bases: Mapping[str, Sequence[str]], name: str, classes: Optional[Iterable[str]]
 ) -> tuple[DoorKind, ...]:
@@ -82,7 +70,7 @@ def reachable(
         above = next((defined[c] for c in ancestors(klass, bases) if c in defined), None)
         if above is not None:
             found[above.klass] = above
-        for below in descendants(klass, bases):
+        for below in subclasses({klass}, bases) - {klass}:
             if below in defined:
                 found[below] = defined[below]
     if not found:

@@ -29,7 +29,8 @@ from kvlint.learn.gate import class_settings
 from kvlint.learn.gates_read import UNIFIED_FLAG, AllowSet, Refusal, unified_gates
 from kvlint.learn.registry_read import FactoryRead, Reference, references, registry_factories
 from kvlint.learn.scope import Scope
-from kvlint.learn.tree import Learned, class_bases, class_methods, subclasses
+from kvlint.learn.tree import Learned, class_bases, class_methods
+from kvlint.api.hierarchy import subclasses
 
 
 def learn_admission(scope: Scope, learned: Learned) -> None:

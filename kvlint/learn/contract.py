@@ -71,6 +71,7 @@ from kvlint.processes.collector import collector_paused
 from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
 from kvlint.learn.door_kinds import forwarded_checks, learn_door_kinds
 from kvlint.learn.doors import doors_by_mark, doors_by_name, mark_checks
+from kvlint.api.hierarchy import subclasses
 from kvlint.learn.fork_doors import doors_by_forwarding, doors_by_write
 from kvlint.learn.gate import learn_mark_gate
 from kvlint.learn.installed_engine import Search, engine_package, locate_engine
@@ -79,7 +80,6 @@ from kvlint.learn.scope import Asked, Scope
 from kvlint.learn.tree import (
     Learned as _Learned,
     class_bases,
-    subclasses,
     import_counts,
     imports_package,
     learn_door_checks as _learn_door_checks,

@@ -24,7 +24,8 @@ from typing import Optional, Union
 
 from kvlint.api.contract import Contract
 from kvlint.learn.scope import Scope
-from kvlint.learn.tree import Learned, class_bases, subclasses
+from kvlint.learn.tree import Learned, class_bases
+from kvlint.api.hierarchy import subclasses
 
 # What a file says of the gate when something besides a class body's literal assigns it.
 _ASSIGNED_ELSEWHERE = "assigned elsewhere"

@@ -32,7 +32,8 @@ from kvlint.api.reach import Admission
 from kvlint.learn.memo import remembered
 from kvlint.learn.registry_read import building_nothing, may_spell, registry_factories, statements_spelling
 from kvlint.learn.scope import Scope
-from kvlint.learn.tree import Learned, class_bases, names_spelled, subclasses
+from kvlint.learn.tree import Learned, class_bases, names_spelled
+from kvlint.api.hierarchy import subclasses
 
 # The devices a platform predicate names: a process runs on one of them.
 _DEVICES = frozenset({"npu", "musa", "hip", "xpu", "cuda", "cpu", "mps", "hpu"})

@@ -22,13 +22,14 @@ import re
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Iterator, Mapping, Optional
+from typing import Iterator, Optional
 
 from kvlint.api.config import Config
 from kvlint.api.contract import AUTO, Contract
 from kvlint.learn.memo import remembered
 from kvlint.learn.scope import Scope
-from kvlint.learn.tree import Learned, class_bases, parsed_tree, subclasses
+from kvlint.api.hierarchy import subclasses, superclasses
+from kvlint.learn.tree import Learned, class_bases, parsed_tree
 
 _BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*=")
 _ALLOCATORS = frozenset({"zeros", "empty", "ones", "full", "randn"})
@@ -56,7 +57,7 @@ def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned
             learned.set("page-split-pools", tuple(sorted(subclasses(roots, bases))), *next(iter(split.values())))
     else:
         roots = set(configured_split)
-    split_bases = ancestors(roots, bases) - subclasses(roots, bases)
+    split_bases = superclasses(roots, bases) - subclasses(roots, bases)
     if split_bases:
         learned.values["page-split-bases"] = tuple(sorted(split_bases))
         learned.sources["page-split-bases"] = "learned: the classes the page-split pools derive from"
@@ -66,18 +67,6 @@ def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned
     if hosts != hosts_roots:
         learned.values["host-cache-classes"] = tuple(sorted(hosts))
         learned.sources["host-cache-classes"] = f"learned: {', '.join(sorted(hosts_roots))} and their subclasses in the tree"
-
-
-def ancestors(roots: set[str], bases: Mapping[str, set[str]]) -> set[str]:
-    """Every class some class of `roots` derives from, at any depth (by the class headers)."""
-    found: set[str] = set()
-    pending = list(roots)
-    while pending:
-        for parent in bases.get(pending.pop(), ()):
-            if parent not in found:
-                found.add(parent)
-                pending.append(parent)
-    return found
 
 
 @dataclass(frozen=True)

@@ -246,21 +246,6 @@ def _looked_up(names: tuple[str, ...]) -> tuple[tuple[str, bytes, tuple[int, int
 _CLASS_HEADER = re.compile(rb"class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
 
 
-def subclasses(roots: set[str], bases: Mapping[str, set[str]]) -> set[str]:
-    """`roots` and every class deriving from one of them, by the class headers `bases` (`class_bases`)."""
-    children: dict[str, set[str]] = {}
-    for child, parents in bases.items():
-        for parent in parents:
-            children.setdefault(parent, set()).add(child)
-    closure, pending = set(roots), list(roots)
-    while pending:
-        for child in children.get(pending.pop(), ()):
-            if child not in closure:
-                closure.add(child)
-                pending.append(child)
-    return closure
-
-
 def class_bases(scope: Scope) -> dict[str, set[str]]:
     """Every `class X(A, b.B):` header of the tree as X -> {A, B}."""
     bases: dict[str, set[str]] = {}
