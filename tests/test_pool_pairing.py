@@ -13,7 +13,7 @@ import pytest
 
 from kvlint.api.config import load_config
 from kvlint.api.types import Finding
-from kvlint.learn.pool_pairing import Tie, _guard
+from kvlint.learn.ties import Tie, _guard
 from kvlint.running.engine import RunOptions, run
 from test_layout_pool_origin import POOLS
 
@@ -143,7 +143,7 @@ def test_a_subclass_built_untied_leaves_its_base_unpaired(tmp_path: Path, monkey
 
 def _tie(test: str, holds: bool = True) -> Tie:
     expression = ast.parse(test, mode="eval").body
-    return _guard(expression, holds)
+    return _guard(expression, holds, {"is_eagle": frozenset({"EAGLE", "EAGLE3"})})
 
 
 def test_guards_tie_a_branch_to_backends_and_platforms() -> None:

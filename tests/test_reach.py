@@ -138,7 +138,7 @@ def test_a_refused_backend_built_another_way_too_is_unknown_naming_that_way(tmp_
     aiter = _by_line(_findings(engine))[26]
     assert aiter["reach"] == "unknown"
     assert "refused backend `aiter`" in str(aiter["reach_reason"])
-    assert "draft.py:6 (in AiterDraft)" in str(aiter["reach_reason"])
+    assert "draft.py:6 (in AiterDraft.__init__)" in str(aiter["reach_reason"])
 
 
 def test_shared_helper_called_from_admitted_and_refused_backends_is_never_latent(tmp_path: Path) -> None:
@@ -227,3 +227,112 @@ def test_a_split_finding_is_live_though_the_tree_refuses_two_batch_overlap_under
     refused = verdict_at("KV301", "", Admission(refusals=(("enable_two_batch_overlap", "gate.py:9"),)))
     assert refused.reach == "live" and "only under unified memory (gate.py:9)" in refused.reason
     assert verdict_at("KV301", "", Admission()).reach == "live"
+
+
+# The speculative side of the gate: the algorithms admitted, and under EAGLE the backends a draft may run on.
+DRAFT_GATE = GATE + '''
+    assert cfg.speculative_algorithm in (None, "EAGLE", "DFLASH"), "refused"
+    if cfg.speculative_algorithm in ("EAGLE",):
+        draft = cfg.speculative_draft_attention_backend
+        drafts = {draft} if draft else backends
+        assert drafts <= {"triton"}, "a draft only on triton"
+'''
+
+# The algorithm enum, whose predicates say what each holds for, and the worker each algorithm gets.
+SPEC = '''
+class SpeculativeAlgorithm:
+    EAGLE = "EAGLE"
+    DFLASH = "DFLASH"
+    STANDALONE = "STANDALONE"
+
+    def is_eagle(self):
+        return self in (SpeculativeAlgorithm.EAGLE, SpeculativeAlgorithm.STANDALONE)
+
+    def is_dflash(self):
+        return self == SpeculativeAlgorithm.DFLASH
+
+    def create_worker(self):
+        if self.is_dflash():
+            from workers import DFlashWorker
+
+            return DFlashWorker
+        if self.is_eagle():
+            from workers import EagleWorker
+
+            return EagleWorker
+        raise ValueError(self)
+'''
+
+# The draft factory's map, keyed by the draft's backend; the multi-step class builds the refused backend.
+WORKERS = '''
+from backends import AiterBackend, TritonBackend
+
+
+class AiterDraft:
+    def __init__(self, runner):
+        self.steps = [AiterBackend(runner)]
+
+
+class DraftFactory:
+    def __init__(self, runner):
+        self.runner = runner
+
+    def create(self, name):
+        return {"triton": self._triton, "aiter": self._aiter}[name]()
+
+    def _triton(self):
+        return TritonBackend(self.runner)
+
+    def _aiter(self):
+        return AiterDraft(self.runner)
+
+
+class EagleWorker:
+    def __init__(self, runner):
+        self.draft = DraftFactory(runner).create(runner.draft_backend)
+
+
+class DFlashWorker:
+    def __init__(self, runner):
+        self.draft = None
+'''
+
+
+def _draft_engine(root: Path, gate: str = DRAFT_GATE, spec: str = SPEC, workers: str = WORKERS) -> Path:
+    engine = _engine(root, gate)
+    for name, text in {"spec.py": spec, "workers.py": workers}.items():
+        (engine / name).write_text(textwrap.dedent(text))
+    return engine
+
+
+def test_a_refused_backend_a_draft_builds_too_is_latent_where_the_draft_gates_refuse_it_there(tmp_path: Path) -> None:
+    aiter = _by_line(_findings(_draft_engine(tmp_path)))[26]
+    assert aiter["reach"] == "latent"
+    reason = str(aiter["reach_reason"])
+    assert "`aiter`" in reason and "AiterDraft.__init__" in reason and "draft gates refuse" in reason
+
+
+def test_the_draft_class_names_the_algorithms_and_the_draft_allow_set_that_refuse_it(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["contract", "--no-cache", str(_draft_engine(tmp_path))])
+    line = next(text for text in result.output.splitlines() if "latent AiterDraft" in text)
+    assert "EAGLE, STANDALONE" in line and "gate.py:12" in line
+    assert "a draft on `aiter`" in line and "gate.py:16" in line and "under EAGLE" in line
+
+
+def test_without_a_draft_allow_set_the_draft_path_leaves_the_backend_unknown(tmp_path: Path) -> None:
+    ungated = DRAFT_GATE.replace('        assert drafts <= {"triton"}, "a draft only on triton"\n', "")
+    aiter = _by_line(_findings(_draft_engine(tmp_path, gate=ungated)))[26]
+    assert aiter["reach"] == "unknown" and "AiterDraft.__init__" in str(aiter["reach_reason"])
+
+
+def test_a_draft_factory_an_admitted_algorithm_without_a_draft_gate_uses_leaves_it_unknown(tmp_path: Path) -> None:
+    workers = WORKERS.replace("        self.draft = None\n", "        self.draft = DraftFactory(runner).create(runner.draft_backend)\n")
+    aiter = _by_line(_findings(_draft_engine(tmp_path, workers=workers)))[26]
+    assert aiter["reach"] == "unknown"
+
+
+def test_a_predicate_kvlint_cannot_read_ties_no_algorithm(tmp_path: Path) -> None:
+    spec = SPEC.replace("return self in (SpeculativeAlgorithm.EAGLE, SpeculativeAlgorithm.STANDALONE)",
+                        "return self.name.startswith(\"EAGLE\")")
+    aiter = _by_line(_findings(_draft_engine(tmp_path, spec=spec)))[26]
+    assert aiter["reach"] == "unknown"

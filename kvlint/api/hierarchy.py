@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Collection, Mapping
+from typing import Collection, Mapping, Optional
 
 
-def subclasses(roots: Collection[str], bases: Mapping[str, Collection[str]]) -> set[str]:
-    """`roots` and every class deriving from one of them, at any depth."""
-    children: dict[str, set[str]] = {}
-    for child, parents in bases.items():
-        for parent in parents:
-            children.setdefault(parent, set()).add(child)
+def subclasses(roots: Collection[str], bases: Mapping[str, Collection[str]],
+               children: Optional[Mapping[str, Collection[str]]] = None) -> set[str]:
+    """`roots` and every class deriving from one of them, at any depth (`children`: the hierarchy
+    the other way round, `children_of(bases)`, for a caller asking many times)."""
+    if children is None:
+        children = children_of(bases)
     closure, pending = set(roots), list(roots)
     while pending:
         for child in children.get(pending.pop(), ()):
@@ -18,6 +18,15 @@ def subclasses(roots: Collection[str], bases: Mapping[str, Collection[str]]) -> 
                 closure.add(child)
                 pending.append(child)
     return closure
+
+
+def children_of(bases: Mapping[str, Collection[str]]) -> dict[str, set[str]]:
+    """Each class's direct subclasses."""
+    children: dict[str, set[str]] = {}
+    for child, parents in bases.items():
+        for parent in parents:
+            children.setdefault(parent, set()).add(child)
+    return children
 
 
 def superclasses(roots: Collection[str], bases: Mapping[str, Collection[str]]) -> set[str]:

@@ -66,6 +66,11 @@ class Admission:
     registry: tuple[Factory, ...] = ()
     # Other refusals under the flag: (flag refused, "PATH:LINE").
     refusals: tuple[tuple[str, str], ...] = ()
+    # The speculative algorithms admitted ("None": no speculation) and where; and per algorithm,
+    # the backends a draft may run on under it and where: (algorithm, backends, "PATH:LINE").
+    algorithms: tuple[str, ...] = ()
+    algorithms_at: str = ""
+    drafts: tuple[tuple[str, tuple[str, ...], str], ...] = ()
     # A verdict per class kvlint tied to the registry or the pool gate.
     classes: tuple[tuple[str, Verdict], ...] = ()
 

@@ -98,6 +98,9 @@ def _admission_lines(contract: Contract) -> list[str]:
     if admission.unreadable:
         lines.append(f"  unreadable allow-set: {admission.unreadable}")
     lines += [f"  refused: {flag} ({where})" for flag, where in admission.refusals]
+    if admission.algorithms_at:
+        lines.append(f"  speculative algorithms {json.dumps(list(admission.algorithms))} ({admission.algorithms_at})")
+    lines += [f"  draft backends under {algorithm}: {json.dumps(list(names))} ({where})" for algorithm, names, where in admission.drafts]
     for factory in admission.registry:
         state = "admitted" if factory.name in admission.admitted else "refused"
         built = ", ".join(factory.classes) + (" and what kvlint cannot name" if factory.opaque else "")

@@ -7,6 +7,8 @@ Read from what the tree states, never guessed:
   cfg.enable_two_batch_overlap`);
 - the backend registry (`kvlint.learn.registry_read`): each `@register("name")` factory and the
   classes it returns on every branch;
+- the speculative algorithms admitted, and the backends a draft may run on under some of them
+  (`assert draft_backends <= ...` under `if cfg.speculative_algorithm in ("EAGLE", ...)`);
 - the class hierarchy (`kvlint.learn.tree.class_bases`) and the pool gate (`kvlint.learn.gate`):
   a pool whose doors refuse an unmarked loc is a unified pool.
 
@@ -15,8 +17,12 @@ included), when it is a base of such a class (its methods run there), or when it
 or a base of one. It is `latent` only when a factory the allow-set refuses builds it, and nothing
 else can: every place naming it as a value lies in a refused factory or in another latent class,
 no string spells it (a class looked up by name), no import renames it, and every subclass of it is
-latent too; its reason names the allow-set's file:line. Every other class is `unknown`, and so is
-every backend while some allow-set cannot be read.
+latent too; its reason names the allow-set's file:line. A place naming it counts as refused code
+too where every way the tree builds or calls that place is tied (`kvlint.learn.ties`) to draft
+backends the gates refuse under every admitted algorithm it runs under, or to no admitted algorithm
+at all: a multi-step draft class built only from a draft factory's `"aiter"` entry, by workers
+built only for EAGLE, where a draft must run on the draft allow-set. Every other class is
+`unknown`, and so is every backend while some allow-set cannot be read.
 """
 
 from __future__ import annotations
@@ -26,23 +32,31 @@ from typing import Callable, Iterable, Mapping, Optional
 
 from kvlint.api.reach import LATENT, LIVE, UNKNOWN, Admission, Factory, Verdict
 from kvlint.learn.gate import class_settings
-from kvlint.learn.gates_read import UNIFIED_FLAG, AllowSet, Refusal, unified_gates
+from kvlint.learn.draft_gates import DraftGates, admitted_algorithms, draft_backends
+from kvlint.learn.ties import CONSTRUCTORS
+from kvlint.learn.gates_read import UNIFIED_FLAG, AlgorithmSet, AllowSet, DraftAllowSet, Refusal, unified_gates
 from kvlint.learn.registry_read import FactoryRead, Reference, references, registry_factories
 from kvlint.learn.scope import Scope
 from kvlint.learn.tree import Learned, class_bases, class_methods
-from kvlint.api.hierarchy import subclasses
+from kvlint.api.hierarchy import children_of, subclasses
 
 
 def learn_admission(scope: Scope, learned: Learned) -> None:
     where: Callable[[Path, int], str] = lambda path, line: f"{scope.shown(path)}:{line}"
     refusals: dict[str, str] = {}
     allow_sets: list[tuple[AllowSet, str]] = []
+    algorithm_sets: list[tuple[AlgorithmSet, str]] = []
+    draft_sets: list[tuple[DraftAllowSet, str]] = []
     for path, stated in scope.survey(unified_gates, UNIFIED_FLAG).items():
         for item in stated:
             if isinstance(item, Refusal):
                 refusals.setdefault(item.flag, where(path, item.line))
             elif isinstance(item, AllowSet):
                 allow_sets.append((item, where(path, item.line)))
+            elif isinstance(item, AlgorithmSet):
+                algorithm_sets.append((item, where(path, item.line)))
+            else:
+                draft_sets.append((item, where(path, item.line)))
             learned.pin(path, item.line)
     if not (allow_sets or refusals):
         return
@@ -53,9 +67,14 @@ def learn_admission(scope: Scope, learned: Learned) -> None:
     factories = _factories(scope, learned, named, where)
     bases = class_bases(scope)
     verdicts = _pool_verdicts(scope, learned, bases)
+    algorithms = admitted_algorithms(algorithm_sets)
+    algorithms_at = algorithm_sets[0][1] if algorithm_sets else ""
+    drafts = draft_backends(draft_sets)
     if readable and not unreadable:
         gate = allow_sets[0][1]
-        verdicts.update(_backend_verdicts(scope, factories, admitted, bases, gate, where))
+        speculation = None if algorithms is None else DraftGates.read(
+            scope, factories, admitted, bases, algorithms, algorithms_at, drafts)
+        verdicts.update(_backend_verdicts(scope, factories, admitted, bases, gate, where, speculation))
     learned.values["admission"] = Admission(
         admitted=tuple(sorted(admitted)),
         gates=tuple(at for _, at in allow_sets),
@@ -63,6 +82,9 @@ def learn_admission(scope: Scope, learned: Learned) -> None:
         registry=tuple(factories),
         refusals=tuple(sorted(refusals.items())),
         classes=tuple(sorted(verdicts.items())),
+        algorithms=tuple(sorted(algorithms or ())),
+        algorithms_at=algorithms_at,
+        drafts=tuple((algorithm, tuple(sorted(names)), at) for algorithm, (names, at) in sorted(drafts.items())),
     )
     learned.sources["admission"] = f"learned: {len(allow_sets)} allow-sets, {len(refusals)} refusals, {len(factories)} factories"
 
@@ -127,7 +149,7 @@ def _pool_verdicts(scope: Scope, learned: Learned, bases: Mapping[str, set[str]]
 
 
 def _backend_verdicts(scope: Scope, factories: list[Factory], admitted: set[str], bases: Mapping[str, set[str]],
-                      gate: str, where: Callable[[Path, int], str]) -> dict[str, Verdict]:
+                      gate: str, where: Callable[[Path, int], str], drafts: Optional[DraftGates]) -> dict[str, Verdict]:
     by_function = {factory.function: factory for factory in factories}
     verdicts: dict[str, Verdict] = {}
     reached: set[str] = set()
@@ -145,8 +167,20 @@ def _backend_verdicts(scope: Scope, factories: list[Factory], admitted: set[str]
     for factory in refused.values():
         for klass in sorted(_classes_of(factory, by_function, bases)):
             candidates.setdefault(klass, factory)
-    latent, escapes = _latent(scope, set(candidates), set(refused), verdicts, bases, where)
-    for klass, escape in sorted(escapes.items()):
+    # The places a candidate would escape through, each asked once whether the draft gates refuse
+    # every way to it (then it is refused code too), and why.
+    asked: dict[str, Optional[str]] = {}
+
+    def refused_place(place: str) -> bool:
+        if drafts is None or not place:
+            return False
+        if place not in asked:
+            asked[place] = drafts.refusal(place)
+        return asked[place] is not None
+
+    latent, escapes, refs = _latent(scope, set(candidates), set(refused), verdicts, bases, where, refused_place)
+    proven = {place: why for place, why in asked.items() if why is not None}
+    for klass, (_place, escape) in sorted(escapes.items()):
         refusing = candidates.get(klass)
         if refusing is not None and klass not in verdicts:
             # Built by a refused backend, yet reachable another way: not latent, and the reason says which way.
@@ -158,8 +192,21 @@ def _backend_verdicts(scope: Scope, factories: list[Factory], admitted: set[str]
             why = f"backend `{refusing.name}` ({refusing.function}, {refusing.where}) is not in the unified-memory allow-set {gate}"
         else:
             why = f"a subclass built only by refused backends; the unified-memory allow-set {gate} refuses them"
+        drafting = sorted({_at(ref) for _path, ref in refs.get(klass, []) if _at(ref) in proven})
+        if drafting:
+            why += f"; also built by {', '.join(f'`{place}`' for place in drafting)}, which the draft gates refuse"
         verdicts[klass] = Verdict(LATENT, why)
+    for place, why in sorted(proven.items()):
+        # A refused constructor refuses its class: no method of it runs before one is built.
+        klass, _, method = place.rpartition(".")
+        if not klass or method in CONSTRUCTORS:
+            verdicts.setdefault(klass or place, Verdict(LATENT, why))
     return verdicts
+
+
+def _at(ref: Reference) -> str:
+    """The place holding a reference: its top-level definition, or `Class.method`."""
+    return f"{ref.place}.{ref.method}" if ref.method else ref.place
 
 
 def _base_verdicts(scope: Scope, live: Mapping[str, Verdict], bases: Mapping[str, set[str]],
@@ -213,43 +260,48 @@ def _delegates(factory: Factory, by_function: Mapping[str, Factory]) -> set[str]
 
 
 def _latent(scope: Scope, candidates: set[str], refused: set[str], live: Mapping[str, Verdict],
-            bases: Mapping[str, set[str]], where: Callable[[Path, int], str]) -> tuple[set[str], dict[str, str]]:
+            bases: Mapping[str, set[str]], where: Callable[[Path, int], str],
+            refused_place: Callable[[str], bool]) -> tuple[set[str], dict[str, tuple[str, str]], dict[str, list[tuple[Path, Reference]]]]:
     """The candidates (and refused factories) nothing but refused code can build: a fixed point
     from all of them, dropping any that some other place names, until none is dropped; and, for
-    each one dropped, how it escapes the refusal."""
-    classes = subclasses(candidates, bases) - set(live)
+    each one dropped, the place it escapes through and how. A place `refused_place` answers for
+    is refused code too (the draft gates refuse every way to it). With the references read, by name."""
+    children = children_of(bases)
+    classes = subclasses(candidates, bases, children) - set(live)
     names = tuple(sorted(classes | refused))
     refs: dict[str, list[tuple[Path, Reference]]] = {}
     for path, answer in scope.survey(references, names).items():
         for ref in answer:
             refs.setdefault(ref.name, []).append((path, ref))
     latent = set(names)
-    escapes: dict[str, str] = {}
+    escapes: dict[str, tuple[str, str]] = {}
     changed = True
     while changed:
         changed = False
         for name in sorted(latent):
-            escape = _escape(name, refs.get(name, []), latent, name in classes, bases, where)
+            escape = _escape(name, refs.get(name, []), latent, refused_place, name in classes, children, where)
             if escape is not None:
                 latent.discard(name)
                 escapes[name] = escape
                 changed = True
-    return latent, escapes
+    return latent, escapes, refs
 
 
-def _escape(name: str, refs: list[tuple[Path, Reference]], latent: set[str], is_class: bool,
-            bases: Mapping[str, set[str]], where: Callable[[Path, int], str]) -> Optional[str]:
-    """How `name` escapes the refused code: a place outside it naming it, a subclass that is not
-    latent, or no refused place building it; None where only refused code can build it."""
+def _escape(name: str, refs: list[tuple[Path, Reference]], latent: set[str], refused_place: Callable[[str], bool],
+            is_class: bool, children: Mapping[str, set[str]], where: Callable[[Path, int], str]) -> Optional[tuple[str, str]]:
+    """How `name` escapes the refused code, and through which place ("" where none names it): a
+    place outside it naming it, a subclass that is not latent, or no refused place building it;
+    None where only refused code can build it."""
     for path, ref in refs:
-        if ref.kind != "value" or (ref.place not in latent and ref.place != name):
+        at = _at(ref)
+        if ref.kind != "value" or (ref.place not in latent and ref.place != name and not refused_place(at)):
             spelled = {"string": "spelled in a string", "alias": "imported under another name"}.get(ref.kind, "named")
-            return f"{spelled} at {where(path, ref.line)} (in {ref.place or 'module level'})"
+            return at if ref.kind == "value" else "", f"{spelled} at {where(path, ref.line)} (in {at or 'module level'})"
     if not is_class:
         return None
-    others = sorted(subclasses({name}, bases) - latent - {name})
+    others = sorted(subclasses({name}, {}, children) - latent - {name})
     if others:
-        return f"the base of `{others[0]}`, which is not refused"
-    if not any(ref.place in latent and ref.place != name for _path, ref in refs):
-        return "built by no refused code kvlint can see"
+        return "", f"the base of `{others[0]}`, which is not refused"
+    if not any((ref.place in latent or refused_place(_at(ref))) and ref.place != name for _path, ref in refs):
+        return "", "built by no refused code kvlint can see"
     return None

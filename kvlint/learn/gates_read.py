@@ -13,6 +13,12 @@ another return, holds only for some configurations, and would make a wrong `late
   a literal, `set(...)`/`frozenset(...)` of one, a union of them, or a name bound to those in the
   function (on every branch: the union of all) or at module level. Anything else (a set imported,
   computed, built from a call) is read as unreadable, and no backend is refused by it.
+- The speculative algorithms admitted: `assert cfg.speculative_algorithm in (None, "EAGLE", ...)`
+  (a field whose name ends in `algorithm`, against literals; `None` is no speculation).
+- A draft allow-set: under a top-level `if cfg.speculative_algorithm in ("EAGLE", ...):` with no
+  `else`, `assert <drafts> <= <set>` where `<drafts>` is bound from the draft's backend flag (an
+  attribute ending in `draft_attention_backend`): the backends a draft may run on, under those
+  algorithms only.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Iterator, Optional, Union
 
 from kvlint.api.rule import one_line_code
 from kvlint.learn.memo import remembered
+from kvlint.learn.registry_read import statements_spelling
 from kvlint.learn.tree import parsed_tree
 
 # The engine's `--enable-unified-memory`, as a config attribute: the flag the unified pool stands behind.
@@ -45,7 +52,24 @@ class AllowSet:
     line: int = field(compare=False, default=0)
 
 
-Stated = Union[Refusal, AllowSet]
+@dataclass(frozen=True)
+class AlgorithmSet:
+    """The speculative algorithms the gate admits ("None": no speculation)."""
+
+    names: tuple[str, ...]
+    line: int = field(compare=False, default=0)
+
+
+@dataclass(frozen=True)
+class DraftAllowSet:
+    """The backends a draft may run on, under the speculative algorithms `under`."""
+
+    names: tuple[str, ...]
+    under: tuple[str, ...]
+    line: int = field(compare=False, default=0)
+
+
+Stated = Union[Refusal, AllowSet, AlgorithmSet, DraftAllowSet]
 
 
 def unified_gates(data: bytes, flag: str) -> tuple[Stated, ...]:
@@ -56,6 +80,12 @@ def unified_gates(data: bytes, flag: str) -> tuple[Stated, ...]:
 
 
 def _gates_of(data: bytes, flag: str) -> Iterator[Stated]:
+    # Most files naming the flag only read it: the statements spelling it, cut out and parsed
+    # alone, say whether some function asserts under it, before the whole file is parsed.
+    spelling = [statement for statement, _, _ in statements_spelling(data, {flag})]
+    if not any(isinstance(statement, ast.FunctionDef) and _reads(statement, flag)
+               and any(isinstance(inner, ast.Assert) for inner in ast.walk(statement)) for statement in spelling):
+        return
     tree = parsed_tree(data)
     if tree is None:
         return
@@ -79,6 +109,10 @@ def _stated(function: ast.FunctionDef, flag: str, constants: dict[str, Optional[
         if any(isinstance(inner, ast.Return) for inner in ast.walk(statement)):
             # A return the gate's flag does not decide: what follows holds for some configurations only.
             return
+        if isinstance(statement, ast.If) and not statement.orelse:
+            under = algorithms_tested(statement.test)
+            if under is not None:
+                yield from _draft_sets(statement.body, under, function, constants)
         if not isinstance(statement, ast.Assert):
             continue
         test = statement.test
@@ -88,6 +122,46 @@ def _stated(function: ast.FunctionDef, flag: str, constants: dict[str, Optional[
             if _backends_value(function, test.left):
                 names, why = _set_names(test.comparators[0], function, constants)
                 yield AllowSet(function.name, names, why, statement.lineno)
+            elif isinstance(test.ops[0], ast.In) and (algorithms := algorithms_tested(test)) is not None:
+                yield AlgorithmSet(algorithms, statement.lineno)
+
+
+def algorithms_tested(test: ast.expr) -> Optional[tuple[str, ...]]:
+    """The algorithms of `x.<...algorithm> in (<literals>)` or `== <literal>`, "None" for `None`."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.In, ast.Eq))):
+        return None
+    if not (isinstance(test.left, ast.Attribute) and test.left.attr.endswith("algorithm")):
+        return None
+    value = test.comparators[0]
+    items = value.elts if isinstance(value, (ast.Tuple, ast.List, ast.Set)) and isinstance(test.ops[0], ast.In) else [value]
+    names = [item.value for item in items if isinstance(item, ast.Constant) and (item.value is None or isinstance(item.value, str))]
+    return tuple(sorted(str(name) for name in names)) if names and len(names) == len(items) else None
+
+
+def _draft_sets(body: list[ast.stmt], under: tuple[str, ...], function: ast.FunctionDef,
+                constants: dict[str, Optional[frozenset[str]]]) -> Iterator[DraftAllowSet]:
+    """The draft allow-sets asserted at the top of a branch taken under the algorithms `under`."""
+    for statement in body:
+        if any(isinstance(inner, ast.Return) for inner in ast.walk(statement)):
+            return
+        test = statement.test if isinstance(statement, ast.Assert) else None
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.LtE)):
+            continue
+        if _draft_value(function, test.left, 3):
+            names, _why = _set_names(test.comparators[0], function, constants)
+            if names is not None:
+                yield DraftAllowSet(names, under, statement.lineno)
+
+
+def _draft_value(function: ast.FunctionDef, value: ast.expr, depth: int) -> bool:
+    """Whether `value` reads the draft's backend flag, directly or through names bound in `function`."""
+    for inner in ast.walk(value):
+        if isinstance(inner, ast.Attribute) and inner.attr.endswith("draft_attention_backend"):
+            return True
+        if isinstance(inner, ast.Name) and depth > 0:
+            if any(_draft_value(function, bound, depth - 1) for bound in _bound(function, inner.id)):
+                return True
+    return False
 
 
 def _guard_flag(statement: ast.stmt) -> Optional[str]:
@@ -115,10 +189,15 @@ def _implied_flags(function: ast.FunctionDef, flag: str) -> set[str]:
 def _backends_value(function: ast.FunctionDef, value: ast.expr) -> bool:
     """Whether `value` is (a name bound to) a call of a function naming backends."""
     if isinstance(value, ast.Name):
-        bound = [node.value for node in ast.walk(function) if isinstance(node, ast.Assign)
-                 and any(isinstance(t, ast.Name) and t.id == value.id for t in node.targets)]
+        bound = _bound(function, value.id)
         return bool(bound) and all(_backends_value(function, item) for item in bound)
     return any(isinstance(inner, ast.Call) and "backends" in _called(inner) for inner in ast.walk(value))
+
+
+def _bound(function: ast.FunctionDef, name: str) -> list[ast.expr]:
+    """The values `name` is assigned in `function`."""
+    return [node.value for node in ast.walk(function) if isinstance(node, ast.Assign)
+            and any(isinstance(target, ast.Name) and target.id == name for target in node.targets)]
 
 
 def _called(call: ast.Call) -> str:

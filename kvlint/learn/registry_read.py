@@ -125,12 +125,14 @@ def _returned(function: ast.FunctionDef, aliases: dict[str, str]) -> tuple[tuple
 @dataclass(frozen=True)
 class Reference:
     """`name` used as a value (or spelled in a string, `kind` "string"; imported under another
-    name, "alias") inside the top-level definition `place` ("" at module level)."""
+    name, "alias") inside the top-level definition `place` ("" at module level), in its method
+    `method` where `place` is a class ("" elsewhere)."""
 
     name: str
     kind: str
     place: str
     line: int = field(compare=False)
+    method: str = ""
 
 
 def references(data: bytes, names: tuple[str, ...]) -> tuple[Reference, ...]:
@@ -145,19 +147,30 @@ def _references(data: bytes, wanted: set[str]) -> Iterator[Reference]:
     for statement, offset, hits in statements_spelling(data, wanted):
         place = statement.name if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ""
         quiet = building_nothing(statement, hits)
-        for node in _spelling(statement, hits):
-            if id(node) in quiet:
-                continue
-            if isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if alias.name in wanted and alias.asname and alias.asname != alias.name:
-                        yield Reference(alias.name, "alias", place, node.lineno + offset)
-                continue
-            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-            if name in wanted and name is not None:
-                yield Reference(name, "value", place, getattr(node, "lineno", 0) + offset)
-            elif isinstance(node, ast.Constant) and node.value in wanted:
-                yield Reference(str(node.value), "string", place, node.lineno + offset)
+        # A class's methods one by one, so each reference says which method holds it.
+        parts: list[tuple[ast.AST, str]] = [(item, item.name if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) else "")
+                 for item in statement.body if may_spell(item, hits)] if isinstance(statement, ast.ClassDef) else []
+        if isinstance(statement, ast.ClassDef):
+            parts += [(node, "") for node in (*statement.bases, *statement.keywords, *statement.decorator_list)]
+        for part, method in parts or [(statement, "")]:
+            yield from _references_in(part, hits, quiet, wanted, place, method, offset)
+
+
+def _references_in(node: ast.AST, hits: list[int], quiet: set[int], wanted: set[str], place: str, method: str,
+                   offset: int) -> Iterator[Reference]:
+    for inner in _spelling(node, hits):
+        if id(inner) in quiet:
+            continue
+        if isinstance(inner, ast.ImportFrom):
+            for alias in inner.names:
+                if alias.name in wanted and alias.asname and alias.asname != alias.name:
+                    yield Reference(alias.name, "alias", place, inner.lineno + offset, method)
+            continue
+        name = inner.id if isinstance(inner, ast.Name) else inner.attr if isinstance(inner, ast.Attribute) else None
+        if name in wanted and name is not None:
+            yield Reference(name, "value", place, getattr(inner, "lineno", 0) + offset, method)
+        elif isinstance(inner, ast.Constant) and inner.value in wanted:
+            yield Reference(str(inner.value), "string", place, inner.lineno + offset, method)
 
 
 def _spelling(node: ast.AST, hits: list[int]) -> Iterator[ast.AST]:
@@ -191,9 +204,8 @@ def statements_spelling(data: bytes, wanted: set[str]) -> list[tuple[ast.stmt, i
     and parsed alone; where a cut does not parse (a string or bracket spanning it), the whole file.
     Each comes with what its line numbers lack (the cut's first line) and the lines spelling a
     name in its own numbering."""
-    lines = data.split(b"\n")
+    lines, starts = _statement_starts(data)
     hits = _lines_spelling(data, wanted)
-    starts = [number for number, text in enumerate(lines) if text and _TOP_LEVEL.match(text)]
     found: list[tuple[ast.stmt, int, list[int]]] = []
     done: set[int] = set()
     for hit in hits:
@@ -204,6 +216,11 @@ def statements_spelling(data: bytes, wanted: set[str]) -> list[tuple[ast.stmt, i
             continue
         done.add(first)
         last = min((start for start in starts if start > hit and not lines[start].startswith(b"@")), default=len(lines))
+        member = _member_of_class(lines, first, last, hit, hits)
+        if member is not None:
+            found.append(member)
+            done.discard(first)
+            continue
         try:
             piece = _parsed_piece(b"\n".join(lines[first:last]))
         except (SyntaxError, ValueError):
@@ -213,6 +230,51 @@ def statements_spelling(data: bytes, wanted: set[str]) -> list[tuple[ast.stmt, i
         within = [hit - first + 1 for hit in hits if first <= hit < last]
         found.extend((statement, first, within) for statement in piece.body)
     return found
+
+
+# A class this long is cut further, at its members: most of a backend or a model runner is
+# methods that spell no wanted name, and parsing them was most of resolving where a class is built.
+_LONG_CLASS = 200
+_CLASS_HEADER_LINE = re.compile(rb"class[ \t]+(\w+)")
+_MEMBER = re.compile(rb"^    (?:[^\s#)\]}])")
+
+
+def _member_of_class(lines: list[bytes], first: int, last: int, hit: int,
+                     hits: list[int]) -> Optional[tuple[ast.stmt, int, list[int]]]:
+    """For a hit inside a method of a long class, that member alone, dedented and parsed, under a
+    class of the same name holding only it (no bases: a hit on the header parses the whole class);
+    None where the piece is not such a class or the member does not cut cleanly."""
+    header = first
+    while header < last and lines[header].startswith(b"@"):
+        header += 1
+    named = _CLASS_HEADER_LINE.match(lines[header]) if header < last else None
+    if named is None or last - first < _LONG_CLASS:
+        return None
+    members = [number for number in range(header + 1, last) if _MEMBER.match(lines[number])]
+    start = max((number for number in members if number <= hit), default=None)
+    if start is None:
+        return None
+    while start - 1 > header and lines[start - 1].startswith(b"    @"):
+        start -= 1
+    end = min((number for number in members if number > hit and not lines[number].startswith(b"    @")), default=last)
+    cut = lines[start:end]
+    if any(line.strip() and not line.startswith(b"    ") for line in cut):
+        return None  # a string or bracket reaching column 0: the class is parsed whole
+    try:
+        body = _parsed_piece(b"\n".join(line[4:] for line in cut)).body
+    except (SyntaxError, ValueError):
+        return None
+    holder = ast.ClassDef(name=named.group(1).decode(), bases=[], keywords=[], body=body, decorator_list=[],
+                          lineno=1, col_offset=0, end_lineno=len(cut), end_col_offset=0)
+    return holder, start, [number - start + 1 for number in hits if start <= number < end]
+
+
+@lru_cache(maxsize=256)
+def _statement_starts(data: bytes) -> tuple[list[bytes], list[int]]:
+    """A file's lines, and those starting a top-level statement: surveys ask the same files again
+    for other names, a line at a time."""
+    lines = data.split(b"\n")
+    return lines, [number for number, text in enumerate(lines) if text and _TOP_LEVEL.match(text)]
 
 
 def _lines_spelling(data: bytes, wanted: set[str]) -> list[int]:
@@ -234,7 +296,7 @@ def _lines_spelling(data: bytes, wanted: set[str]) -> list[int]:
     return sorted(found)
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=512)
 def _parsed_piece(piece: bytes) -> ast.Module:
     """A statement cut out of a file, parsed once however many surveys ask for the names it spells
     (read only: every caller walks it, none changes it)."""
@@ -243,6 +305,7 @@ def _parsed_piece(piece: bytes) -> ast.Module:
 
 def forget_pieces() -> None:
     _parsed_piece.cache_clear()
+    _statement_starts.cache_clear()
 
 
 def _spans_any(statement: ast.stmt, hits: list[int]) -> bool:

@@ -1,0 +1,378 @@
+"""Where a class or function may be built or run, as the guards over those places tie it.
+
+Every place naming a name so that it may be built (a call, a class handed on as a value, an
+import under another name) sits under some guard, or in a function or class that does. A guard
+ties the place:
+
+* to backends: `<...>attention_backend == "ascend"` (or `in (...)`, or `!=` on the other branch),
+  the name of the registry factory it is in (`@register("fa3")`), its key in a dict keyed by the
+  registry's names (two of them at least: `{"fa3": self._create_fa3_backend, ...}`, a draft
+  factory's map, whose key is the draft's backend, the main one unless another is named);
+* to a platform: `_is_npu`, `is_musa()`, `platform.is_npu` (one device per process, so two
+  platforms never meet);
+* to speculative algorithms: `cfg.speculative_algorithm in ("EAGLE", ...)`, or a predicate of the
+  algorithm enum, read from its body (`kvlint.learn.algorithm_predicates`): `self.is_eagle()`.
+
+A place with no guard of its own takes those of the places naming its function or class, a few
+links up. A class built anywhere untied (or spelled in a string, or built nowhere kvlint sees) can
+be met anywhere. Pool pairing (`kvlint.learn.pool_pairing`) and the admission's draft refusals
+(`kvlint.learn.admission`) read these ties.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Mapping, Optional
+
+from kvlint.learn.algorithm_predicates import Predicates
+from kvlint.learn.gates_read import algorithms_tested
+from kvlint.learn.memo import remembered
+from kvlint.learn.registry_read import building_nothing, may_spell, statements_spelling
+from kvlint.learn.scope import Scope
+from kvlint.api.hierarchy import children_of, subclasses
+from kvlint.learn.tree import names_spelled
+
+# The devices a platform predicate names: a process runs on one of them.
+_DEVICES = frozenset({"npu", "musa", "hip", "xpu", "cuda", "cpu", "mps", "hpu"})
+# Running these runs the class's own code: a place in one is reached wherever the class is built.
+CONSTRUCTORS = frozenset({"", "__init__", "__new__", "__post_init__"})
+# Methods run without an instance: their class need not be built for them to run.
+_UNBOUND = frozenset({"staticmethod", "classmethod"})
+# How many links up (function to its callers, class to its builders) an untied place looks.
+_LINKS = 4
+
+
+@dataclass(frozen=True)
+class Tie:
+    """What a place is tied to: the backends, platforms and speculative algorithms it runs under (None: any)."""
+
+    backends: Optional[frozenset[str]] = None
+    platforms: Optional[frozenset[str]] = None
+    algorithms: Optional[frozenset[str]] = None
+
+    @property
+    def tied(self) -> bool:
+        return self.backends is not None or self.platforms is not None or self.algorithms is not None
+
+    def narrowed(self, other: Tie) -> Tie:
+        return Tie(_meet(self.backends, other.backends), _meet(self.platforms, other.platforms),
+                   _meet(self.algorithms, other.algorithms))
+
+    def apart(self, other: Tie) -> bool:
+        """Whether no run can be under both."""
+        return any(mine is not None and theirs is not None and not mine & theirs
+                   for mine, theirs in ((self.backends, other.backends), (self.platforms, other.platforms),
+                                        (self.algorithms, other.algorithms)))
+
+
+def _meet(one: Optional[frozenset[str]], other: Optional[frozenset[str]]) -> Optional[frozenset[str]]:
+    return other if one is None else one if other is None else one & other
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place naming `name` so that it may be built: in which class and function (top level
+    first), and the tie its own guards give it (`spelled`: in a string, never tied). No line: an
+    edit moving it changes no answer, so learning is not redone for it."""
+
+    name: str
+    owner: str
+    function: str
+    tie: Tie
+    spelled: bool = False
+    # In a method that runs on an instance (not a static or class method): its class must be built first.
+    bound: bool = False
+
+
+class Ties:
+    """The ties of every place building a name, resolved up through untied places; `predicates`
+    the algorithm enum's (`kvlint.learn.algorithm_predicates`)."""
+
+    def __init__(self, scope: Scope, factories: Mapping[str, str], bases: Mapping[str, set[str]],
+                 predicates: Predicates = (), enough: Optional[Callable[[Tie], bool]] = None,
+                 links: int = _LINKS) -> None:
+        self._scope = scope
+        self._links = links
+        self._goal = enough is not None
+        self._enough: Callable[[Tie], bool] = enough or (lambda _tie: False)
+        self._factories = factories
+        self._bases = bases
+        self._backends = frozenset(factories.values())
+        self._predicates = predicates
+        self._known: dict[tuple[str, int, Tie], Optional[tuple[Tie, ...]]] = {}
+        self._sites: dict[str, list[Site]] = {}
+        # Each class asked with its subclasses, each function alone.
+        self._family: dict[str, list[str]] = {}
+        self._children = children_of(bases)
+
+    def fetch(self, names: Iterable[str]) -> None:
+        """The sites of `names`, in one survey of the tree. The code holding them is fetched only
+        when asked: resolving stops at the first way that is untied, and a way through a model
+        runner or a server would otherwise be read whole for nothing."""
+        pending = tuple(sorted(set(names) - set(self._sites)))
+        if not pending:
+            return
+        for name in pending:
+            self._sites[name] = []
+        for answer in self._scope.survey(guarded_sites, pending, self._backends, self._predicates).values():
+            for site in answer:
+                self._sites[site.name].append(site)
+
+    def of(self, name: str, links: Optional[int] = None, below: Tie = Tie()) -> Optional[tuple[Tie, ...]]:
+        """Each way `name` is built, as a tie; None where some way is untied, () where none is seen.
+        `below`: the tie of the place asking, already narrowed from where it is built; a way
+        whose tie with it is `enough` is not resolved further up (narrowing keeps it enough)."""
+        links = self._links if links is None else links
+        key = (name, links, below)
+        if key not in self._known:
+            self._known[key] = None  # a name reached again through itself is untied
+            self._known[key] = self._resolve(name, links, below)
+        return self._known[key]
+
+    def _resolve(self, name: str, links: int, below: Tie) -> Optional[tuple[Tie, ...]]:
+        # A class's code runs on its subclasses' instances too: their builds are its ways.
+        if name not in self._family:
+            self._family[name] = sorted(subclasses({name}, self._bases, self._children)) if name in self._bases else [name]
+        names = self._family[name]
+        self.fetch(names)
+        found: list[Tie] = []
+        for site in (site for each in names for site in self._sites[each]):
+            if site.spelled:
+                return None
+            here = below.narrowed(site.tie)
+            if self._enough(here):
+                found.append(site.tie)
+                continue
+            above = self._above(site, name, links, here)
+            if above is None:
+                if not site.tie.tied:
+                    return None
+                found.append(site.tie)
+            else:
+                found.extend(site.tie.narrowed(up) for up in above)
+        return tuple(found)
+
+    def dispatched(self, name: str, links: int) -> bool:
+        """Whether a place at most `links` calls up from where `name` is built is tied to backends:
+        a cheap look before resolving every way, which reads the code above whole. Only callers are
+        followed: a dispatch on the backend calls what it picks."""
+        self.fetch([name])
+        sites = self._sites[name]
+        return any(site.tie.backends is not None for site in sites) or links > 1 and any(
+            self.dispatched(site.function, links - 1) for site in sites
+            if site.function and site.function != name and not (site.owner and site.function in CONSTRUCTORS))
+
+    def backends_compared(self, name: str, links: int = _LINKS) -> set[str]:
+        """The backend names the guards over the places building `name` compare, a few links up:
+        each place holding one read once, a link at a time."""
+        found: set[str] = set()
+        seen, level = {name}, [name]
+        for _ in range(links + 1):
+            self.fetch(level)
+            above = []
+            for site in (site for each in level for site in self._sites[each]):
+                found |= site.tie.backends or set()
+                for container in _containers(site):
+                    if container and container not in seen:
+                        seen.add(container)
+                        above.append(container)
+            level = above
+        return found
+
+    def _above(self, site: Site, name: str, links: int, here: Tie) -> Optional[tuple[Tie, ...]]:
+        """The ways the code holding `site` runs: a registry factory under its backend name (and
+        wherever else it is called), a constructor or instance method wherever its class (or a
+        subclass) is built, any other function wherever it is called; None where some way is
+        untied or none is seen."""
+        if links <= 0:
+            return None
+        if site.owner and (site.function in CONSTRUCTORS or _implicit(site)):
+            return self._ways(site.owner, name, links, here)
+        if not (site.owner and site.bound):
+            backend = self._factories.get(site.function) if not site.owner else None
+            if backend is not None and site.function != name:
+                # A registry factory runs under its backend name, and wherever else it is called (if anywhere).
+                callers = self.of(site.function, links - 1, here)
+                return None if callers is None else (Tie(backends=frozenset({backend})), *callers)
+            return self._ways(site.function, name, links, here)
+        # A method runs where it is called, and on an instance of its class, built first: both tie
+        # it. Its class's builds are read where its callers leave it untied, or, with a question to
+        # settle (`enough`), where they do not settle it; and first, where the place is already tied
+        # to backends: then a class built a few links below the top settles it, where callers can
+        # lead up through a scheduler or a server, read whole for nothing.
+        built = self._ways(site.owner, name, links, here) if self._goal and here.backends is not None else None
+        if built and all(self._enough(here.narrowed(build)) for build in built):
+            return built
+        callers = self._ways(site.function, name, links, here)
+        if callers and (not self._goal or all(self._enough(here.narrowed(call)) for call in callers)):
+            return callers
+        built = built or self._ways(site.owner, name, links, here)
+        if callers and built:
+            return tuple(dict.fromkeys(call.narrowed(build) for call in callers for build in built))
+        return callers or built
+
+    def _ways(self, container: str, name: str, links: int, here: Tie) -> Optional[tuple[Tie, ...]]:
+        """The ways `container` runs, for a site of `name` in it; None where some is untied or none is seen."""
+        if not container or container == name:
+            return None
+        return self.of(container, links - 1, here) or None
+
+
+def _containers(site: Site) -> tuple[str, ...]:
+    """The code whose being run runs `site`: a constructor's class (or the class body's), else its
+    function, and the class of a method run on an instance (built before any such method runs)."""
+    if site.owner and (site.function in CONSTRUCTORS or _implicit(site)):
+        return (site.owner,)
+    return (site.function, site.owner) if site.owner and site.bound else (site.function,)
+
+
+def _implicit(site: Site) -> bool:
+    """A method Python calls by syntax (`__enter__`, `__setattr__`): no place names it to call it,
+    so what ties it is its class's builds alone."""
+    return site.bound and site.function.startswith("__") and site.function.endswith("__")
+
+
+def guarded_sites(data: bytes, names: tuple[str, ...], backends: frozenset[str],
+                  predicates: Predicates = ()) -> tuple[Site, ...]:
+    """Where this file names any of `names` so that it may be built, each with its guards' tie
+    (`backends`: the registry's names, the only dict keys read as the backend that runs;
+    `predicates`: the algorithm enum's)."""
+    wanted = names_spelled(data, names)
+    if not wanted:
+        return ()
+    return tuple(remembered("guarded-sites", data, (*wanted, *sorted(backends), predicates),
+                            lambda: list(_sites(data, set(wanted), backends, dict(predicates)))))
+
+
+def _sites(data: bytes, wanted: set[str], backends: frozenset[str], predicates: Mapping[str, frozenset[str]]) -> Iterator[Site]:
+    for statement, _offset, hits in statements_spelling(data, wanted):
+        walk = _Walk(wanted, building_nothing(statement, hits), hits, backends, predicates)
+        yield from walk.sites(statement, Tie(), "", "", False)
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """A walk of one statement down to the places naming a wanted name, carrying the guards'
+    tie; `hits` (sorted lines of the statement spelling one) prune what holds none."""
+
+    wanted: set[str]
+    quiet: set[int]
+    hits: list[int]
+    backends: frozenset[str]
+    predicates: Mapping[str, frozenset[str]]
+
+    def sites(self, node: ast.AST, tie: Tie, owner: str, function: str, bound: bool = False) -> Iterator[Site]:
+        if isinstance(node, ast.ClassDef):
+            owner = owner or node.name
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not function:
+            function = node.name
+            bound = bool(owner) and not {_trailing(item) for item in node.decorator_list} & _UNBOUND
+        if isinstance(node, (ast.If, ast.IfExp)):
+            yield from self.below([node.test], tie, owner, function, bound)
+            for part, holds in ((node.body, True), (node.orelse, False)):
+                branches = part if isinstance(part, list) else [part]
+                yield from self.below(list(branches), tie.narrowed(_guard(node.test, holds, self.predicates)), owner, function, bound)
+            return
+        if isinstance(node, ast.Dict):
+            # A dict keyed by the registry's names (two at least) dispatches on the backend, each key
+            # one; a dict keyed otherwise (a device, a model) says nothing of it.
+            keys = [key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+                    for key in node.keys]
+            dispatch = len(self.backends.intersection(keys)) >= 2
+            for key, name, value in zip(node.keys, keys, node.values):
+                inner = tie.narrowed(Tie(backends=frozenset({name}))) if dispatch and name is not None else tie
+                yield from self.below([key] if key is not None else [], tie, owner, function, bound)
+                yield from self.below([value], inner, owner, function, bound)
+            return
+        site = _site(node, self.wanted, self.quiet)
+        if site is not None:
+            name, spelled = site
+            yield Site(name, owner, function, tie, spelled, bound)
+        if not _exports(node):
+            yield from self.below(list(ast.iter_child_nodes(node)), tie, owner, function, bound)
+
+    def below(self, nodes: list[ast.AST], tie: Tie, owner: str, function: str, bound: bool) -> Iterator[Site]:
+        for node in nodes:
+            if may_spell(node, self.hits):
+                yield from self.sites(node, tie, owner, function, bound)
+
+
+def _site(node: ast.AST, wanted: set[str], quiet: set[int]) -> Optional[tuple[str, bool]]:
+    """(name, spelled in a string) where `node` names a wanted name so that it may be built."""
+    if id(node) in quiet:
+        return None
+    if isinstance(node, ast.ImportFrom):
+        renamed = [alias.name for alias in node.names if alias.name in wanted and alias.asname not in (None, alias.name)]
+        return (renamed[0], False) if renamed else None
+    if isinstance(node, ast.Name) and node.id in wanted:
+        return node.id, False
+    if isinstance(node, ast.Attribute) and node.attr in wanted:
+        return node.attr, False
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in wanted:
+        return node.value, True
+    return None
+
+
+def _trailing(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _exports(node: ast.AST) -> bool:
+    """`__all__ = [...]`: the names it spells are exported, not looked up."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+    return any(isinstance(target, ast.Name) and target.id == "__all__" for target in targets)
+
+
+def _guard(test: ast.expr, holds: bool, predicates: Mapping[str, frozenset[str]]) -> Tie:
+    """The tie a branch taken when `test` is `holds` gives: a backend compared, a platform tested,
+    or a speculative algorithm compared or tested by a predicate of its enum."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _guard(test.operand, not holds, predicates)
+    if isinstance(test, ast.BoolOp):
+        # Both parts hold under `and`, and neither under a failed `or`: each narrows.
+        if isinstance(test.op, ast.And) == holds:
+            tie = Tie()
+            for value in test.values:
+                tie = tie.narrowed(_guard(value, holds, predicates))
+            return tie
+        return Tie()
+    platform = _platform(test)
+    if platform is not None:
+        return Tie(platforms=frozenset({platform})) if holds else Tie()
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and not test.args and test.func.attr in predicates:
+        return Tie(algorithms=predicates[test.func.attr]) if holds else Tie()
+    algorithms = algorithms_tested(test)
+    if algorithms is not None:
+        return Tie(algorithms=frozenset(algorithms)) if holds else Tie()
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _names_backend(test.left):
+        names = _strings(test.comparators[0])
+        op = test.ops[0]
+        positive = isinstance(op, (ast.Eq, ast.In)) if holds else isinstance(op, (ast.NotEq, ast.NotIn))
+        if names is not None and positive:
+            return Tie(backends=names)
+    return Tie()
+
+
+def _platform(test: ast.expr) -> Optional[str]:
+    """`npu` for `_is_npu`, `is_npu()`, `platform.is_npu`, `platform.is_npu()`; None otherwise."""
+    node = test.func if isinstance(test, ast.Call) and not test.args else test
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    device = name.lstrip("_")[3:] if name.lstrip("_").startswith("is_") else ""
+    return device if device in _DEVICES else None
+
+
+def _names_backend(node: ast.expr) -> bool:
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name.endswith("attention_backend")
+
+
+def _strings(node: ast.expr) -> Optional[frozenset[str]]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return frozenset({node.value})
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        values = [element.value for element in node.elts if isinstance(element, ast.Constant)]
+        if len(values) == len(node.elts) and all(isinstance(value, str) for value in values):
+            return frozenset(str(value) for value in values)
+    return None
+
