@@ -61,3 +61,20 @@ def test_adding_a_refused_backend_to_the_allow_set_turns_its_findings_live(srt: 
     admission = _admission(srt, {**sources, hook: mutated.encode()})
     verdict = verdict_at("KV101", "WaveAttnBackend.forward_extend", admission)
     assert verdict.reach == "live" and "`wave`" in verdict.reason
+
+
+def test_a_backend_a_draft_builds_too_is_latent_only_while_the_draft_allow_set_refuses_it(
+        srt: Path, sources: dict[Path, bytes]) -> None:
+    aiter = verdict_at("KV201", "AiterAttnBackend.forward_extend", _admission(srt, sources))
+    assert aiter.reach == "latent" and "AiterMultiStepDraftBackend.__init__" in aiter.reason
+    draft = verdict_at("KV201", "AiterMultiStepDraftBackend.common_template", _admission(srt, sources))
+    assert draft.reach == "latent" and f"{HOOK}:634" in draft.reason and f"{HOOK}:588" in draft.reason
+    hook = srt / HOOK
+    text = sources[hook].decode()
+    mutated = text.replace('_SPEC_MHA_AUDITED_BACKENDS = frozenset({"triton", "flashinfer", "fa3", "trtllm_mha"})',
+                           '_SPEC_MHA_AUDITED_BACKENDS = frozenset({"triton", "flashinfer", "fa3", "trtllm_mha", "aiter"})', 1)
+    assert mutated != text
+    admitted = _admission(srt, {**sources, hook: mutated.encode()})
+    # An EAGLE draft may now run on aiter: the draft path is not refused, so neither class is latent.
+    assert verdict_at("KV201", "AiterAttnBackend.forward_extend", admitted).reach != "latent"
+    assert verdict_at("KV201", "AiterMultiStepDraftBackend.common_template", admitted).reach != "latent"
