@@ -250,13 +250,14 @@ def _member_of_class(lines: list[bytes], first: int, last: int, hit: int,
     named = _CLASS_HEADER_LINE.match(lines[header]) if header < last else None
     if named is None or last - first < _LONG_CLASS:
         return None
-    members = [number for number in range(header + 1, last) if _MEMBER.match(lines[number])]
-    start = max((number for number in members if number <= hit), default=None)
+    # The member holding the hit: the nearest member start at or above it, and the next below it.
+    start = next((number for number in range(hit, header, -1) if _MEMBER.match(lines[number])), None)
     if start is None:
         return None
     while start - 1 > header and lines[start - 1].startswith(b"    @"):
         start -= 1
-    end = min((number for number in members if number > hit and not lines[number].startswith(b"    @")), default=last)
+    end = next((number for number in range(hit + 1, last)
+                if _MEMBER.match(lines[number]) and not lines[number].startswith(b"    @")), last)
     cut = lines[start:end]
     if any(line.strip() and not line.startswith(b"    ") for line in cut):
         return None  # a string or bracket reaching column 0: the class is parsed whole

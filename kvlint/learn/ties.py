@@ -197,15 +197,18 @@ class Ties:
                 return None if callers is None else (Tie(backends=frozenset({backend})), *callers)
             return self._ways(site.function, name, links, here)
         # A method runs where it is called, and on an instance of its class, built first: both tie
-        # it. Its class's builds are read where its callers leave it untied, or, with a question to
-        # settle (`enough`), where they do not settle it; and first, where the place is already tied
-        # to backends: then a class built a few links below the top settles it, where callers can
-        # lead up through a scheduler or a server, read whole for nothing.
-        built = self._ways(site.owner, name, links, here) if self._goal and here.backends is not None else None
+        # it. Without a question to settle (`enough`), its callers alone are read, which settle
+        # most: its class's builds lead up through a scheduler or a model runner, read whole to end
+        # untied. With one, its class's builds are read where its callers do not settle it; and
+        # first, where the place is already tied to backends: a draft class's builds reach the
+        # worker its algorithm picks in a few links, its callers through many helpers.
+        if not self._goal:
+            return self._ways(site.function, name, links, here)
+        built = self._ways(site.owner, name, links, here) if here.backends is not None else None
         if built and all(self._enough(here.narrowed(build)) for build in built):
             return built
         callers = self._ways(site.function, name, links, here)
-        if callers and (not self._goal or all(self._enough(here.narrowed(call)) for call in callers)):
+        if callers and all(self._enough(here.narrowed(call)) for call in callers):
             return callers
         built = built or self._ways(site.owner, name, links, here)
         if callers and built:

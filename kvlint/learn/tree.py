@@ -236,15 +236,20 @@ def names_spelled(data: bytes, names: tuple[str, ...]) -> tuple[str, ...]:
     through that only a longer word holds, which the caller's reading of the file sets aside."""
     bits = spelled_words(data)
     return tuple(
-        name for name, word, (one, two) in _looked_up(names)
-        if bits[one >> 3] >> (7 - (one & 7)) & bits[two >> 3] >> (7 - (two & 7)) & 1 and word in data
+        name for name, word, one, first, two, second in _looked_up(names)
+        if bits[one] & first and bits[two] & second and word in data
     )
 
 
 @lru_cache(maxsize=16)
-def _looked_up(names: tuple[str, ...]) -> tuple[tuple[str, bytes, tuple[int, int]], ...]:
-    """Each name with its bytes and filter bits, worked out once for every file asked."""
-    return tuple((name, name.encode(), _positions(name.encode())) for name in names)
+def _looked_up(names: tuple[str, ...]) -> tuple[tuple[str, bytes, int, int, int, int], ...]:
+    """Each name with its bytes and its two filter bits as (byte, mask), worked out once for every
+    file asked."""
+    found = []
+    for name in names:
+        one, two = _positions(name.encode())
+        found.append((name, name.encode(), one >> 3, 1 << (7 - (one & 7)), two >> 3, 1 << (7 - (two & 7))))
+    return tuple(found)
 
 
 _CLASS_HEADER = re.compile(rb"class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
@@ -306,8 +311,11 @@ def class_methods(data: bytes, names: tuple[str, ...]) -> tuple[tuple[str, froze
     body is what is indented under the header, triple-quoted text skipped, and its methods the
     `def`s at the body's indent. Whatever misleads the reading ends the body early, which only
     leaves methods out."""
+    spelled = names_spelled(data, names)
+    if not spelled:
+        return ()
     defined = set(_CLASS_NAME.findall(data))
-    wanted = [name.encode() for name in names if name.encode() in defined]
+    wanted = [name.encode() for name in spelled if name.encode() in defined]
     if not wanted:
         return ()
     header = re.compile(rb"^([ \t]*)class[ \t]+(" + b"|".join(re.escape(name) for name in wanted) + rb")\b", re.M)
