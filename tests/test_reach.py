@@ -336,3 +336,23 @@ def test_a_predicate_kvlint_cannot_read_ties_no_algorithm(tmp_path: Path) -> Non
                         "return self.name.startswith(\"EAGLE\")")
     aiter = _by_line(_findings(_draft_engine(tmp_path, spec=spec)))[26]
     assert aiter["reach"] == "unknown"
+
+
+def test_classes_kept_in_a_list_only_an_isinstance_test_reads_are_not_built_there(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    # A list of classes a worker only tests against: naming AiterBackend there builds nothing.
+    (engine / "worker.py").write_text(textwrap.dedent('''
+        from backends import AiterBackend, TritonBackend
+
+
+        def graph_supported(backend):
+            kinds = [TritonBackend]
+            kinds.append(AiterBackend)
+            return isinstance(backend, tuple(kinds))
+    '''))
+    assert _by_line(_findings(engine))[26]["reach"] == "latent"
+    # Handed on as well, the list may be used to build: then it is a way out.
+    (engine / "worker.py").write_text((engine / "worker.py").read_text().replace(
+        "    return isinstance(backend, tuple(kinds))", "    build(kinds)\n    return isinstance(backend, tuple(kinds))"))
+    aiter = _by_line(_findings(engine))[26]
+    assert aiter["reach"] == "unknown" and "worker.py:7 (in graph_supported)" in str(aiter["reach_reason"])

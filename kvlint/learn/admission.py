@@ -180,12 +180,15 @@ def _backend_verdicts(scope: Scope, factories: list[Factory], admitted: set[str]
 
     latent, escapes, refs = _latent(scope, set(candidates), set(refused), verdicts, bases, where, refused_place)
     proven = {place: why for place, why in asked.items() if why is not None}
-    for klass, (_place, escape) in sorted(escapes.items()):
+    for klass, (place, escape) in sorted(escapes.items()):
         refusing = candidates.get(klass)
         if refusing is not None and klass not in verdicts:
-            # Built by a refused backend, yet reachable another way: not latent, and the reason says which way.
+            # Built by a refused backend, yet reachable another way: not latent, and the reason says which way;
+            # through a refused factory that escapes itself, that factory's way too.
+            further = escapes.get(place, ("", ""))[1] if place in refused else ""
+            via = f", itself {further}" if further else ""
             verdicts[klass] = Verdict(UNKNOWN, f"built by the refused backend `{refusing.name}` ({refusing.where}), "
-                                               f"but also {escape}, which no unified-memory gate refuses")
+                                               f"but also {escape}{via}, which no unified-memory gate refuses")
     for klass in sorted(latent - set(refused)):
         refusing = candidates.get(klass)
         if refusing is not None:

@@ -331,4 +331,31 @@ def building_nothing(statement: ast.stmt, hits: list[int]) -> set[int]:
             quiet.append(node.annotation)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "issubclass"):
             quiet.extend(node.args[1:])
+    quiet.extend(_kept_for_isinstance(statement))
     return {id(inner) for node in quiet for inner in ast.walk(node)}
+
+
+def _kept_for_isinstance(statement: ast.stmt) -> list[ast.AST]:
+    """The classes put in a list that nothing but an `isinstance` test reads: `kinds = [A, B]`,
+    `kinds.append(C)`, then `isinstance(x, tuple(kinds))`. A name used any other way keeps them."""
+    quiet = [argument for node in ast.walk(statement) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+             and node.func.id in ("isinstance", "issubclass") for argument in node.args[1:]]
+    tested = {inner.id for node in quiet for inner in ast.walk(node) if isinstance(inner, ast.Name)}
+    if not tested:
+        return []
+    held: dict[str, list[ast.AST]] = {name: [] for name in tested}
+    uses: dict[str, int] = {name: 0 for name in tested}
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name) and node.id in tested:
+            uses[node.id] += 1
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in tested and isinstance(node.value, (ast.List, ast.Tuple)):
+            held[node.targets[0].id].append(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend") \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in tested:
+            held[node.func.value.id].extend(node.args)
+    within = {name: sum(1 for node in quiet for inner in ast.walk(node) if isinstance(inner, ast.Name) and inner.id == name)
+              for name in tested}
+    # Every use is the test, a literal it is bound to, or an append to it.
+    return [value for name, values in held.items() if values and uses[name] == within[name] + len(values)
+            for value in values]
