@@ -356,3 +356,18 @@ def test_classes_kept_in_a_list_only_an_isinstance_test_reads_are_not_built_ther
         "    return isinstance(backend, tuple(kinds))", "    build(kinds)\n    return isinstance(backend, tuple(kinds))"))
     aiter = _by_line(_findings(engine))[26]
     assert aiter["reach"] == "unknown" and "worker.py:7 (in graph_supported)" in str(aiter["reach_reason"])
+
+
+def test_class_names_in_a_private_set_only_membership_tests_read_are_compared_not_looked_up(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    compared = (
+        '_SKIPPED = frozenset({"AiterBackend", "TritonBackend"})\n\n\n'
+        "def skips(backend):\n"
+        "    return type(backend).__name__ not in _SKIPPED\n"
+    )
+    (engine / "verify.py").write_text(compared)
+    assert _by_line(_findings(engine))[26]["reach"] == "latent"
+    # Read any other way (each name looked up on a module), the set may build the class.
+    (engine / "verify.py").write_text(compared + "\n\ndef build(module):\n    return [getattr(module, name) for name in _SKIPPED]\n")
+    aiter = _by_line(_findings(engine))[26]
+    assert aiter["reach"] == "unknown" and "spelled in a string at" in str(aiter["reach_reason"])

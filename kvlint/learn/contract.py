@@ -65,7 +65,7 @@ from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contra
 from kvlint.api.paths import ROOT_MARKERS
 from kvlint.learn.admission import learn_admission
 from kvlint.learn.pool_pairing import learn_pool_pairing
-from kvlint.learn.registry_read import forget_pieces
+from kvlint.learn.statements import forget_pieces
 from kvlint.learn.binding import learn_binding_methods
 from kvlint.processes.collector import collector_paused
 from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class

@@ -29,7 +29,7 @@ from typing import Iterator, Optional, Union
 
 from kvlint.api.rule import one_line_code
 from kvlint.learn.memo import remembered
-from kvlint.learn.registry_read import statements_spelling
+from kvlint.learn.statements import statements_spelling
 from kvlint.learn.tree import parsed_tree
 
 # The engine's `--enable-unified-memory`, as a config attribute: the flag the unified pool stands behind.

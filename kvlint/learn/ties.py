@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Optional
 from kvlint.learn.algorithm_predicates import Predicates
 from kvlint.learn.gates_read import algorithms_tested
 from kvlint.learn.memo import remembered
-from kvlint.learn.registry_read import building_nothing, may_spell, statements_spelling
+from kvlint.learn.statements import building_nothing, may_spell, statements_spelling
 from kvlint.learn.scope import Scope
 from kvlint.api.hierarchy import children_of, subclasses
 from kvlint.learn.tree import names_spelled
@@ -250,7 +250,7 @@ def guarded_sites(data: bytes, names: tuple[str, ...], backends: frozenset[str],
 
 def _sites(data: bytes, wanted: set[str], backends: frozenset[str], predicates: Mapping[str, frozenset[str]]) -> Iterator[Site]:
     for statement, _offset, hits in statements_spelling(data, wanted):
-        walk = _Walk(wanted, building_nothing(statement, hits), hits, backends, predicates)
+        walk = _Walk(wanted, building_nothing(statement, hits, data), hits, backends, predicates)
         yield from walk.sites(statement, Tie(), "", "", False)
 
 
