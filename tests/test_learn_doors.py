@@ -4,21 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine_text import PHYSICAL_WRITE_LOC
 from kvlint.api.config import Config, parse_config
 from kvlint.learn.contract import learn_contract
 
-WRITE_LOC = '''
-from dataclasses import dataclass
-
-@dataclass
-class KVWriteLoc:
-    loc: object
-    physical: bool = False
-
-    @classmethod
-    def for_batch(cls, forward_batch):
-        return cls(forward_batch.out_cache_loc, physical=forward_batch.out_cache_loc_is_physical)
-
+WRITE_LOC = PHYSICAL_WRITE_LOC + '''
 
 def unwrap_write_loc(loc_info):
     if isinstance(loc_info, KVWriteLoc):

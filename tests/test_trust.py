@@ -13,6 +13,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from engine_text import PHYSICAL_WRITE_LOC
 from kvlint.api.config import Config
 from kvlint.cli import main
 from kvlint.learn.contract import learn_contract
@@ -35,18 +36,7 @@ def learned(root: Path) -> object:
     return learn_contract(Config(), {path.resolve(): path.read_bytes() for path in root.rglob("*.py")})
 
 
-WRITE_LOC = """\
-    from dataclasses import dataclass
-
-    @dataclass
-    class KVWriteLoc:
-        loc: object
-        physical: bool = False
-
-        @classmethod
-        def for_batch(cls, forward_batch):
-            return cls(forward_batch.out_cache_loc, physical=forward_batch.out_cache_loc_is_physical)
-
+WRITE_LOC = textwrap.indent(PHYSICAL_WRITE_LOC, "    ") + """
 
     def write_loc_is_physical(loc_info) -> bool:
         return isinstance(loc_info, KVWriteLoc) and loc_info.physical

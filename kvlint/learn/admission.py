@@ -72,8 +72,8 @@ def learn_admission(scope: Scope, learned: Learned) -> None:
     drafts = draft_backends(draft_sets)
     if readable and not unreadable:
         gate = allow_sets[0][1]
-        speculation = None if algorithms is None else DraftGates.read(
-            scope, factories, admitted, bases, algorithms, algorithms_at, drafts)
+        speculation = None if algorithms is None else DraftGates(
+            scope, factories, bases, admitted, algorithms, algorithms_at, drafts)
         verdicts.update(_backend_verdicts(scope, factories, admitted, bases, gate, where, speculation))
     learned.values["admission"] = Admission(
         admitted=tuple(sorted(admitted)),

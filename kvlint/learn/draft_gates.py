@@ -47,26 +47,16 @@ class DraftGates:
     """What the gates admit of speculation under unified memory: the algorithms, and under some of
     them the backends a draft may run on; and the ties of the places building or calling a name."""
 
-    _ties: Ties
-
-    def __init__(self, bases: Mapping[str, set[str]], backends: set[str], algorithms: frozenset[str],
-                 algorithms_at: str, drafts: Mapping[str, tuple[frozenset[str], str]]) -> None:
-        self._bases = bases
+    def __init__(self, scope: Scope, factories: list[Factory], bases: Mapping[str, set[str]], backends: set[str],
+                 algorithms: frozenset[str], algorithms_at: str, drafts: Mapping[str, tuple[frozenset[str], str]]) -> None:
         self._backends = backends
         self._algorithms = algorithms
         self._algorithms_at = algorithms_at
         self._drafts = drafts
-
-    @classmethod
-    def read(cls, scope: Scope, factories: list[Factory], admitted: set[str], bases: Mapping[str, set[str]],
-             algorithms: frozenset[str], algorithms_at: str,
-             drafts: Mapping[str, tuple[frozenset[str], str]]) -> DraftGates:
         predicates = learn_algorithm_predicates(scope, algorithms)
-        gates = cls(bases, admitted, algorithms, algorithms_at, drafts)
         # A way already refused stays refused however the code above it narrows it: not resolved further.
-        gates._ties = Ties(scope, {factory.function: factory.name for factory in factories}, bases, predicates,
-                           enough=gates._refused, links=_DRAFT_LINKS)
-        return gates
+        self._ties = Ties(scope, {factory.function: factory.name for factory in factories}, bases, predicates,
+                          enough=self._refused, links=_DRAFT_LINKS)
 
     def refusal(self, place: str) -> Optional[str]:
         """Why the gates refuse every way the tree builds or calls `place` (and its subclasses); None

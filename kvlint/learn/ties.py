@@ -94,8 +94,7 @@ class Ties:
                  links: int = _LINKS) -> None:
         self._scope = scope
         self._links = links
-        self._goal = enough is not None
-        self._enough: Callable[[Tie], bool] = enough or (lambda _tie: False)
+        self._question = enough
         self._factories = factories
         self._bases = bases
         self._backends = frozenset(factories.values())
@@ -141,7 +140,7 @@ class Ties:
             if site.spelled:
                 return None
             here = below.narrowed(site.tie)
-            if self._enough(here):
+            if self._settled(here):
                 found.append(site.tie)
                 continue
             above = self._above(site, name, links, here)
@@ -202,18 +201,22 @@ class Ties:
         # untied. With one, its class's builds are read where its callers do not settle it; and
         # first, where the place is already tied to backends: a draft class's builds reach the
         # worker its algorithm picks in a few links, its callers through many helpers.
-        if not self._goal:
+        if self._question is None:
             return self._ways(site.function, name, links, here)
         built = self._ways(site.owner, name, links, here) if here.backends is not None else None
-        if built and all(self._enough(here.narrowed(build)) for build in built):
+        if built and all(self._settled(here.narrowed(build)) for build in built):
             return built
         callers = self._ways(site.function, name, links, here)
-        if callers and all(self._enough(here.narrowed(call)) for call in callers):
+        if callers and all(self._settled(here.narrowed(call)) for call in callers):
             return callers
         built = built or self._ways(site.owner, name, links, here)
         if callers and built:
             return tuple(dict.fromkeys(call.narrowed(build) for call in callers for build in built))
         return callers or built
+
+    def _settled(self, tie: Tie) -> bool:
+        """Whether the question asked (`enough`) is settled for a place under `tie`."""
+        return self._question is not None and self._question(tie)
 
     def _ways(self, container: str, name: str, links: int, here: Tie) -> Optional[tuple[Tie, ...]]:
         """The ways `container` runs, for a site of `name` in it; None where some is untied or none is seen."""
