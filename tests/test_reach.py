@@ -8,6 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from engine_text import PHYSICAL_WRITE_LOC
 from kvlint.api.reach import Admission
 from kvlint.face.cli import main
 from kvlint.running.reach import verdict_at
@@ -194,6 +195,38 @@ def test_sarif_carries_reach_in_each_result_properties(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["check", "--no-cache", "--format", "sarif", str(_engine(tmp_path))])
     results = json.loads(result.output)["runs"][0]["results"]
     assert results and all(item["properties"]["reach"] in ("live", "latent", "unknown") for item in results)
+
+
+# A pool of the old kind, writing its own buffer at the loc it is handed.
+OLD_POOL = '''
+import torch
+
+
+class MHATokenToKVPool:
+    def __init__(self, size):
+        self.k_buffer = [torch.zeros(size, 8, 128)]
+
+    def set_kv_buffer(self, layer, loc, k, v):
+        self.k_buffer[layer.layer_id][loc] = k
+'''
+
+
+def test_a_tree_with_no_mark_and_no_gate_says_its_findings_are_changes_the_migration_needs(tmp_path: Path) -> None:
+    # A fork that never moved to the unified pool: its own pools, no write-loc class, no door checking a mark, no gate.
+    root = _engine(tmp_path, gate="")
+    (root / "memory_pool.py").write_text(OLD_POOL)
+    reasons = {str(finding["reach_reason"]) for finding in _findings(root)}
+    assert reasons == {Admission(unmigrated=True).no_gate()}
+    assert "has not moved to the unified pool" in reasons.pop()
+    contract = CliRunner().invoke(main, ["contract", str(root)]).output
+    assert "admission: the tree has no write mark" in contract
+
+
+def test_a_tree_defining_the_mark_without_a_gate_states_no_gate_and_claims_nothing_of_its_migration(tmp_path: Path) -> None:
+    root = _engine(tmp_path, gate="")
+    (root / "memory_pool.py").write_text(OLD_POOL + "\n\n" + PHYSICAL_WRITE_LOC)
+    reasons = {str(finding["reach_reason"]) for finding in _findings(root)}
+    assert reasons == {"the tree states no unified-memory gate"}
 
 
 def test_contract_lists_the_admission_with_file_and_line(tmp_path: Path) -> None:

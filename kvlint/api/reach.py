@@ -73,6 +73,15 @@ class Admission:
     drafts: tuple[tuple[str, tuple[str, ...], str], ...] = ()
     # A verdict per class kvlint tied to the registry or the pool gate.
     classes: tuple[tuple[str, Verdict], ...] = ()
+    # The tree defines no write mark and no door checks one: it has not moved to the unified pool.
+    unmigrated: bool = False
+
+    def no_gate(self) -> str:
+        """Why every finding's reach is unknown, where the tree states no gate."""
+        if self.unmigrated:
+            return ("the tree has no write mark and no door that checks one: it has not moved to the unified "
+                    "pool, so no finding runs on one today; each is a change that move needs")
+        return "the tree states no unified-memory gate"
 
     def class_verdict(self, name: str) -> Optional[Verdict]:
         return dict(self.classes).get(name)

@@ -92,7 +92,7 @@ def _admission_lines(contract: Contract) -> list[str]:
     """What the engine admits on the unified pool, each value with its file:line: what reach reads."""
     admission = contract.admission
     if not (admission.gates or admission.refusals):
-        return ["admission: the tree states no unified-memory gate (every finding's reach is unknown)"]
+        return [f"admission: {admission.no_gate()} (every finding's reach is unknown)"]
     lines = [f"admission: backends {json.dumps(list(admission.admitted))} by the allow-sets at "
              f"{', '.join(admission.gates) or '(none)'}"]
     if admission.unreadable:

@@ -41,7 +41,9 @@ from kvlint.learn.tree import Learned, class_bases, class_methods
 from kvlint.api.hierarchy import children_of, subclasses
 
 
-def learn_admission(scope: Scope, learned: Learned) -> None:
+def learn_admission(scope: Scope, learned: Learned, unmigrated: bool = False) -> None:
+    """The tree's unified-memory gates and what they admit; `unmigrated`: the tree has no write mark
+    and no door checking one, which the admission says where it states no gate."""
     where: Callable[[Path, int], str] = lambda path, line: f"{scope.shown(path)}:{line}"
     refusals: dict[str, str] = {}
     allow_sets: list[tuple[AllowSet, str]] = []
@@ -59,6 +61,9 @@ def learn_admission(scope: Scope, learned: Learned) -> None:
                 draft_sets.append((item, where(path, item.line)))
             learned.pin(path, item.line)
     if not (allow_sets or refusals):
+        if unmigrated:
+            learned.values["admission"] = Admission(unmigrated=True)
+            learned.sources["admission"] = "learned: no write mark, no door checking one, no unified-memory gate"
         return
     unreadable = "; ".join(f"{at}: {item.why}" for item, at in allow_sets if item.names is None)
     readable = [set(item.names) for item, _ in allow_sets if item.names is not None]

@@ -124,7 +124,11 @@ def _learn(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Sco
     _learn_pool_classes(contract, config, scope, learned)
     _learn_door_checks(contract, learned, scope)
     learn_mark_gate(contract, learned, scope)
-    learn_admission(scope, learned)
+    # An engine tree (its own pool classes, no installed engine read) with no write mark, pinned or
+    # learned, and no door checking one has not moved to the unified pool: a fork or an older release.
+    unmigrated = (search is None and bool(learned.values.get("pool-classes")) and _auto(config, "mark")
+                  and "mark" not in learned.values and not learned.values.get("door-checks-mark"))
+    learn_admission(scope, learned, unmigrated)
     learn_pool_pairing(contract, scope, learned)
     # The trees, pieces and word sets kept for learning's many questions: over sglang/srt they held
     # more memory than the rest of a run, and the next learning reads anew what changed.

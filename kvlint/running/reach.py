@@ -43,7 +43,7 @@ def verdict_at(code: str, scope: str, admission: Admission) -> Verdict:
         return Verdict(UNKNOWN, f"`{owner}.{method}` runs on no live class: each live class below "
                                 f"`{owner}` overrides it ({overriding})")
     if not (admission.gates or admission.refusals):
-        return Verdict(UNKNOWN, "the tree states no unified-memory gate")
+        return Verdict(UNKNOWN, admission.no_gate())
     where = f"in {owner}" if owner else "at module level"
     return Verdict(UNKNOWN, f"{where}: not tied to an admitted or refused backend, nor to a unified pool")
 
