@@ -14,7 +14,7 @@ import libcst as cst
 
 from kvlint.analysis.dataflow import function_flow
 from kvlint.api.rule import FileContext
-from kvlint.rules.layout._view_shape import Bound, unbound
+from kvlint.rules.layout._view_shape import ALIAS_DEPTH, Bound, unbound
 
 
 def bound_in(ctx: FileContext, function: Optional[cst.FunctionDef]) -> Bound:
@@ -31,3 +31,41 @@ def bound_in(ctx: FileContext, function: Optional[cst.FunctionDef]) -> Bound:
         return definition.value if definition.kind in ("assign", "walrus") else None
 
     return bound
+
+
+def constant_page_size(ctx: FileContext, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> Optional[int]:
+    """The int a page size stands for where the file fixes it: a local bound to a module constant
+    (`PAGE_SIZE = 64`, assigned once at module level and never declared `global`); None otherwise."""
+    bound = bound_in(ctx, function)
+    for _ in range(ALIAS_DEPTH):
+        value = bound(expr) if isinstance(expr, cst.Name) else None
+        if value is None:
+            break
+        expr = value
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    if not isinstance(expr, cst.Name) or (function is not None and function_flow(ctx, function).reaching(expr) is not None):
+        return None
+    return _module_constant(ctx, expr.value)
+
+
+def _module_constant(ctx: FileContext, name: str) -> Optional[int]:
+    """The int literal `name` is bound to by the module's one top-level assignment of it."""
+    if f"global {name}" in ctx.text():
+        return None
+    values: list[cst.BaseExpression] = []
+    for statement in ctx.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign):
+                values += [small.value for target in small.targets if _is_name(target.target, name)]
+            elif isinstance(small, cst.AnnAssign) and small.value is not None and _is_name(small.target, name):
+                values.append(small.value)
+    if len(values) != 1 or not isinstance(values[0], cst.Integer):
+        return None
+    return int(values[0].evaluated_value)
+
+
+def _is_name(target: cst.BaseExpression, name: str) -> bool:
+    return isinstance(target, cst.Name) and target.value == name

@@ -43,7 +43,7 @@ REGROUP_WORDS = ("head", "Head", "HEAD", "page_size", "PAGE_SIZE")
 # definitions, or not a local): how `ps = self.page_size` makes `ps` a page size.
 Bound = Callable[["cst.Name"], Optional["cst.BaseExpression"]]
 # How many aliases deep a name is followed (`ps = page_size = self.page_size`).
-_ALIAS_DEPTH = 4
+ALIAS_DEPTH = 4
 
 
 def unbound(_name: cst.Name) -> Optional[cst.BaseExpression]:
@@ -67,7 +67,7 @@ def _named(expr: cst.BaseExpression, bound: Bound, test: Callable[[str], bool], 
     name = trailing_name(expr)
     if name is not None and test(name):
         return True
-    value = bound(expr) if isinstance(expr, cst.Name) and depth < _ALIAS_DEPTH else None
+    value = bound(expr) if isinstance(expr, cst.Name) and depth < ALIAS_DEPTH else None
     return value is not None and _named(value, bound, test, depth + 1)
 
 
@@ -81,7 +81,7 @@ def is_page_count(expr: cst.BaseExpression, bound: Bound = unbound, depth: int =
     name = trailing_name(expr)
     if name is not None and ("pages" in name.lower() or "blocks" in name.lower()):
         return True
-    value = bound(expr) if isinstance(expr, cst.Name) and depth < _ALIAS_DEPTH else None
+    value = bound(expr) if isinstance(expr, cst.Name) and depth < ALIAS_DEPTH else None
     return value is not None and is_page_count(value, bound, depth + 1)
 
 

@@ -9,7 +9,7 @@ import libcst as cst
 
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
-from kvlint.rules.layout._aliases import bound_in
+from kvlint.rules.layout._aliases import bound_in, constant_page_size
 from kvlint.rules.layout._candidates import MayHoldLayoutFinding
 from kvlint.rules.layout._paged_view_fix import paged_view_fix
 from kvlint.rules.layout._paged_kv import MAYBE_SLOTS, SLOTS, by_name_only, paged_kv, paged_kv_trigger
@@ -84,7 +84,10 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
     At `page_size > 1` the helpers return the very strides the `.view` did:
     the rewrite does not make a kernel that ignores `stride()` correct. That
     needs a stride-parity test of the kernel (contiguous vs over-strided
-    cache, equal outputs), as the review thread asked.
+    cache, equal outputs), as the review thread asked. Where the module fixes
+    the page size above 1 (`PAGE_SIZE = 64`, assigned once, never `global`),
+    the page-size-1 hazard cannot happen at that site, and the message says
+    so instead.
 
     ## Example
     ```python
@@ -280,6 +283,17 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
             contract=_RUNTIME_SHIM,
             expected_count=2,
         ),
+        # A page size the module fixes above 1: the helper keeps the strides the `.view` had and states them.
+        Invalid(
+            "PAGE_SIZE = 64\n\n\n"
+            "def decode(pool, layer):\n"
+            "    return pool.get_key_buffer(layer.layer_id).view(-1, PAGE_SIZE, 576)\n",
+            expected_replacement="from runtime_shim.paged import paged_row_view\n\n"
+            "PAGE_SIZE = 64\n\n\n"
+            "def decode(pool, layer):\n"
+            "    return paged_row_view(pool.get_key_buffer(layer.layer_id), PAGE_SIZE)\n",
+            contract=_RUNTIME_SHIM,
+        ),
     ]
     # Where dim 0 is not known to hold slots the finding stays, with no safe fix.
     INVALID += [
@@ -354,11 +368,18 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
             layout = tracker.layout(tensor, site.function)
             if layout is None:
                 continue
+            fixed = constant_page_size(ctx, call.args[1].value, site.function)
+            # Only page size 1 gives the `.view` other strides than the helpers; a size the module fixes above it cannot.
+            at_one = (
+                f"its page size is fixed at {fixed} here, where the helpers return these very strides, so the "
+                f"rewrite states the stride and a kernel reading the shape alone still needs a stride-parity test"
+                if fixed is not None and fixed > 1
+                else "at page size 1 the page dim gets the row stride instead of the slot stride"
+            )
             message = (
                 f"`{ctx.code_for(tensor)}.view(...)` pages paged KV without saying which stride it keeps: on a "
-                f"token-major pool the in-page stride is the whole entry, not what the shape suggests, and at "
-                f"page size 1 the page dim gets the row stride instead of the slot stride; nothing raises. "
-                f"Page it with `paged_view`, `paged_row_view` or `paged_kv_view`"
+                f"token-major pool the in-page stride is the whole entry, not what the shape suggests, and "
+                f"{at_one}; nothing raises. Page it with `paged_view`, `paged_row_view` or `paged_kv_view`"
             )
             fix: Optional[Replacement] = None
             origin = tracker.buffer_origin(tensor, site.function)
