@@ -393,3 +393,18 @@ def test_a_fork_of_the_engine_is_its_own_engine_and_says_the_tree_has_no_write_l
     assert "the scanned tree has no `KVWriteLoc` yet, so no mark travels with the loc" in kv101["message"]
     assert "installed" not in kv101["message"] and "engine-path" not in kv101["message"]
     assert "engine:" not in contract_lines()
+
+
+def test_a_plugin_vendoring_a_stand_in_module_of_the_engine_still_reads_the_installed_engine(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # sglang-omni keeps `vendor/sglang/utils.py` stand-ins and imports `sglang.utils` from them; the
+    # rest of its imports are the engine's, so the tree is not the engine.
+    engine = install_engine(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(engine.parent))
+    (project / "vendor" / "sglang").mkdir(parents=True)
+    (project / "vendor" / "sglang" / "__init__.py").write_text("")
+    (project / "vendor" / "sglang" / "utils.py").write_text("def helper():\n    return 1\n")
+    (project / "my_backend" / "util_user.py").write_text("from sglang.utils import helper\n")
+    assert_speaks_the_engines_words(check("--no-cache"))
+    assert "engine:" in contract_lines()

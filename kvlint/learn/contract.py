@@ -168,8 +168,10 @@ def _read_engine(config: Config, contract: Contract, scope: Scope) -> Optional[S
 
 
 def _is_the_engine(scope: Scope, package: str) -> bool:
-    """Whether the scanned tree is the engine package itself (a fork, an older release): a module it
-    imports from the package is one of its own files, so no installed copy has anything to add."""
+    """Whether the scanned tree is the engine package itself (a fork, an older release): most of
+    its imports from the package are of its own files, so no installed copy has anything to add.
+    A project vendoring a few stand-in modules under the package's name (`vendor/sglang/utils.py`)
+    still imports the engine for the rest."""
     segment = f"/{package}/"
     own = set()
     for path in scope.paths:
@@ -177,7 +179,11 @@ def _is_the_engine(scope: Scope, package: str) -> bool:
         if segment in text:
             tail = text.rsplit(segment, 1)[1].removesuffix(".py").removesuffix("/__init__")
             own.add(f"{package}.{tail.replace('/', '.')}")
-    return bool(own) and any(module in own for module in import_counts(scope, f"from {package}.".encode()))
+    if not own:
+        return False
+    imported = import_counts(scope, f"from {package}.".encode())
+    inside = sum(count for module, count in imported.items() if module in own)
+    return inside * 2 > sum(imported.values())
 
 
 def _pinned_elsewhere(config: Config, key: str, learned: _Learned) -> bool:
