@@ -57,3 +57,63 @@ def test_one_caller_passing_a_pool_buffer_keeps_the_name_fallback(tmp_path: Path
     # `k_cache` in the helper (by name: one caller passes a pool buffer), and that caller's argument;
     # `v_cache` is the model's own allocation at every call.
     assert [(f.code, f.line) for f in found] == [("KV202", 15), ("KV202", 18)]
+
+
+# sglang-omni's Fast-AR decoder: a device kernel wrapper takes the cache as a parameter from a dispatching
+# op, which a model's forward fills from its own cache module's method returning slices of `register_buffer`s.
+FAST_AR = (
+    "import torch\nfrom torch import nn\n\n\n"
+    "def npu_attention(q, k_cache, v_cache, end):\n"
+    "    return fused_attention(q, k_cache[:, :end].contiguous(), v_cache[:, :end].contiguous())\n\n\n"
+    "def attention_op(q, k_cache, v_cache, end):\n"
+    "    if q.device.type == 'npu':\n"
+    "        return npu_attention(q, k_cache=k_cache, v_cache=v_cache, end=end)\n"
+    "    return dense_attention(q, k_cache, v_cache, end)\n\n\n"
+    "class Attention(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.kv_cache: KVCache | None = None\n\n"
+    "    def forward(self, q, bsz, end):\n"
+    "        k_cache, v_cache = self.kv_cache.get(bsz)\n"
+    "        return attention_op(q, k_cache, v_cache, end)\n\n\n"
+    "class KVCache(nn.Module):\n"
+    "    def __init__(self, batch, length):\n"
+    "        super().__init__()\n"
+    '        self.register_buffer("k_cache", torch.zeros(batch, length, 8, 64))\n'
+    '        self.register_buffer("v_cache", torch.zeros(batch, length, 8, 64))\n\n'
+    "    def get(self, bsz):\n"
+    "        return self.k_cache[:bsz], self.v_cache[:bsz]\n"
+)
+# Long enough that the engine checks a skeleton: the op, the forward and `KVCache.get` hold no trigger word.
+PADDING = "".join(f"\n\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(60))
+
+
+def test_a_cache_handed_down_two_calls_from_its_own_modules_method_is_not_paged_kv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert check(tmp_path, monkeypatch, {"omni/audio_decoder.py": FAST_AR + PADDING}) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        # The cache module hands out a pool's buffer as its keys.
+        (('        return self.k_cache[:bsz], self.v_cache[:bsz]\n',
+          '        return self.pool.get_key_buffer(0), self.v_cache[:bsz]\n'), ["k_cache"]),
+        # Another caller passes tensors of unknown origin.
+        (('    return dense_attention(q, k_cache, v_cache, end)\n',
+          '    return dense_attention(q, k_cache, v_cache, end)\n\n\n'
+          'def other(q, buffers, end):\n    return attention_op(q, buffers[0], buffers[1], end)\n'), ["k_cache", "v_cache"]),
+        # The forward's cache is not typed by the file.
+        (("        self.kv_cache: KVCache | None = None\n", "        self.kv_cache = make_cache()\n"), ["k_cache", "v_cache"]),
+    ],
+)
+def test_a_cache_whose_origin_is_not_shown_all_the_way_keeps_the_name_fallback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: tuple[str, str], named: list[str]
+) -> None:
+    old, new = change
+    assert old in FAST_AR
+    found = check(tmp_path, monkeypatch, {"omni/audio_decoder.py": FAST_AR.replace(old, new) + PADDING})
+    assert [(finding.code, finding.line) for finding in found] == [("KV202", 6)] * len(named)
+    assert all(f"`{name}[:, :end]` is taken for paged KV by its name alone" in finding.message
+               for name, finding in zip(named, found))

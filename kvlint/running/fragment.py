@@ -11,6 +11,10 @@ a function boundary) plus the module's imports and the names it defines, so
 - in a class with such a method, its `__init__`, its annotations and the
   methods calling a kept one on `self`, whole (what the class's attributes
   are, what its helpers are passed: `_pool_origin`, `_own_allocation`);
+- a few calls out from those, whole: the functions calling a kept module-level
+  function by name, and the methods a kept function calls on something else
+  (`self.kv_cache.get(bsz)`): what a parameter is fed, and what a method
+  returns, say where a tensor comes from (`_own_allocation`);
 - the header of every other `def` and `class`, its body reduced to `pass`.
 
 Removed lines become empty lines, so positions in the skeleton are positions
@@ -28,6 +32,11 @@ from kvlint.api.triggers import Groups, passes
 
 # Below this share of the file, cutting pays for itself; above it, parse the file.
 WORTH_CUTTING = 0.8
+# How many calls out from a function passing the words are kept: enough for an attention op handing
+# its cache to a device kernel wrapper, which a model's forward fills from its own cache's method.
+_CALLS_OUT = 3
+# `.name(`: a method called on something (`self.kv_cache.get(`), whose definitions here are kept.
+_ATTRIBUTE_CALL = re.compile(rb"\.(\w+)\(")
 _INDENT = re.compile(rb"[ \t\f]*")
 _Def = (ast.FunctionDef, ast.AsyncFunctionDef)
 _Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -37,7 +46,7 @@ def skeleton(data: bytes, tree: ast.Module, groups: Sequence[Groups]) -> Optiona
     """The file cut to what `groups` can flag, or None when that would not save much."""
     lines = data.splitlines(keepends=True)
     groups = [_with_import_aliases(group, tree) for group in groups]
-    cutter = _Cutter(lines, groups)
+    cutter = _Cutter(lines, groups, tree)
     cutter.module(tree.body)
     kept = b"".join(cutter.lines)
     if len(kept) - kept.count(b"\n") > WORTH_CUTTING * len(data):
@@ -46,10 +55,33 @@ def skeleton(data: bytes, tree: ast.Module, groups: Sequence[Groups]) -> Optiona
 
 
 class _Cutter:
-    def __init__(self, lines: list[bytes], groups: Sequence[Groups]) -> None:
+    def __init__(self, lines: list[bytes], groups: Sequence[Groups], tree: ast.Module) -> None:
         self.original = lines
         self.lines = list(lines)
         self.groups = groups
+        self.kept = self._reached(tree)
+
+    def _reached(self, tree: ast.Module) -> set[int]:
+        """The functions kept whole: those passing the words, and a few calls out from them."""
+        functions = [node for node in _definitions(tree.body) if isinstance(node, _Def)]
+        module_level = {node.name for node in tree.body if isinstance(node, _Def)}
+        texts = {id(node): self._text(node) for node in functions}
+        kept = {id(node) for node in functions if any(passes(texts[id(node)], group) for group in self.groups)}
+        for _ in range(_CALLS_OUT):
+            kept_names = {node.name for node in functions if id(node) in kept}
+            called = {name for name in kept_names if name in module_level}
+            reached = set().union(*(set(_ATTRIBUTE_CALL.findall(texts[key])) for key in kept)) if kept else set()
+            more = {
+                id(node) for node in functions if id(node) not in kept and (
+                    node.name.encode() in reached or any(f"{name}(".encode() in texts[id(node)] for name in called))
+            }
+            if not more:
+                break
+            kept |= more
+        return kept
+
+    def _text(self, node: ast.stmt) -> bytes:
+        return b"".join(self.original[_start(node) - 1 : node.end_lineno])
 
     def module(self, body: list[ast.stmt]) -> None:
         for node in body:
@@ -89,8 +121,7 @@ class _Cutter:
         return any(f"self.{name}(".encode() in text for name in methods)
 
     def _wanted(self, node: ast.stmt) -> bool:
-        text = b"".join(self.original[_start(node) - 1 : node.end_lineno])
-        return any(passes(text, group) for group in self.groups)
+        return id(node) in self.kept
 
     def _blank(self, start: int, end: int) -> None:
         for line in range(start, end + 1):
@@ -101,6 +132,18 @@ class _Cutter:
         indent = _INDENT.match(original)
         assert indent is not None
         self.lines[line - 1] = indent.group() + b"pass" + _newline_of(original)
+
+
+def _definitions(body: list[ast.stmt]) -> list[_Definition]:
+    """Every `def` and `class` of the module, nested ones too."""
+    found: list[_Definition] = []
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*_Def, ast.ClassDef)):
+            found.append(node)
+            stack.extend(node.body)
+    return found
 
 
 def _start(node: ast.stmt) -> int:

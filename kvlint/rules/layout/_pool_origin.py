@@ -152,6 +152,11 @@ def annotated(annotation: cst.BaseExpression) -> Optional[Typed]:
     return frozenset({(name, False)})
 
 
+def value_classes(ctx: FileContext, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> Optional[Typed]:
+    """The classes `expr`, inside `function`, may be an instance of, as this file states them; None where it does not."""
+    return _classes(ctx, expr, function, 0)
+
+
 def class_of(ctx: FileContext, function: cst.FunctionDef) -> Optional[cst.ClassDef]:
     """The class `function` is a method of, or None."""
     classes = ctx.analysis("function-classes", lambda: {id(f): k for f, k in module_index(ctx).functions})

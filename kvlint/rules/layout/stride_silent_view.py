@@ -9,13 +9,13 @@ import libcst as cst
 
 from kvlint.api.contract import Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
-from kvlint.rules.layout._aliases import bound_in, constant_page_size
+from kvlint.rules.layout._aliases import bound_in
 from kvlint.rules.layout._candidates import MayHoldLayoutFinding
 from kvlint.rules.layout._paged_view_fix import paged_view_fix
 from kvlint.rules.layout._paged_kv import MAYBE_SLOTS, SLOTS, by_name_only, paged_kv, paged_kv_trigger
-from kvlint.rules.layout._pool_origin import STRIDED, PoolOrigin
 from kvlint.rules.layout._view_shape import PAGE_SIZE_WORDS, is_page_split
 from kvlint.rules.layout._kept import helper_origin
+from kvlint.rules.layout._stride_message import no_fix_clause, view_message
 from kvlint.rules.layout._through_helpers import NO_FIX_AT_CALL, helper_uses
 from kvlint.api.helpers import PAGE_SPLIT
 from kvlint.analysis.index import module_index
@@ -368,26 +368,11 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
             layout = tracker.layout(tensor, site.function)
             if layout is None:
                 continue
-            fixed = constant_page_size(ctx, call.args[1].value, site.function)
-            # Only page size 1 gives the `.view` other strides than the helpers; a size the module fixes above it cannot.
-            at_one = (
-                f"its page size is fixed at {fixed} here, where the helpers return these very strides, so the "
-                f"rewrite states the stride and a kernel reading the shape alone still needs a stride-parity test"
-                if fixed is not None and fixed > 1
-                else "at page size 1 the page dim gets the row stride instead of the slot stride"
-            )
-            message = (
-                f"`{ctx.code_for(tensor)}.view(...)` pages paged KV without saying which stride it keeps: on a "
-                f"token-major pool the in-page stride is the whole entry, not what the shape suggests, and "
-                f"{at_one}; nothing raises. Page it with `paged_view`, `paged_row_view` or `paged_kv_view`"
-            )
+            message = view_message(ctx, tensor, call.args[1].value, site.function)
             fix: Optional[Replacement] = None
             origin = tracker.buffer_origin(tensor, site.function)
             if layout[0] not in (SLOTS, MAYBE_SLOTS):
-                message += (
-                    f"; no fix: kvlint cannot tell whether dim 0 of `{ctx.code_for(tensor)}` holds slots "
-                    f"({_why_unknown(origin)}), and the helpers assume it does"
-                ) + by_name_only(layout, ctx.code_for(tensor))
+                message += no_fix_clause(ctx, tensor, origin) + by_name_only(layout, ctx.code_for(tensor))
             else:
                 fix = paged_view_fix(ctx, call, tensor)
                 if fix is not None and layout[0] == MAYBE_SLOTS and origin is not None:
@@ -412,9 +397,3 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
                 f"the page dim gets the row stride; nothing raises. Page it with `paged_view`, `paged_row_view` or "
                 f"`paged_kv_view`; {NO_FIX_AT_CALL}" + helper_origin(ctx, use.argument, use.function),
             )
-
-
-def _why_unknown(origin: Optional[PoolOrigin]) -> str:
-    if origin is not None and origin.verdict != STRIDED:
-        return origin.why()
-    return "it is neither a buffer accessor's per-layer `(slots, ...)` result nor a view of one"
