@@ -126,8 +126,9 @@ def _learn(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Sco
     learn_mark_gate(contract, learned, scope)
     # An engine tree (its own pool classes, no installed engine read) with no write mark, pinned or
     # learned, and no door checking one has not moved to the unified pool: a fork or an older release.
-    unmigrated = (search is None and bool(learned.values.get("pool-classes")) and _auto(config, "mark")
-                  and "mark" not in learned.values and not learned.values.get("door-checks-mark"))
+    pools = learned.values.get("pool-classes", contract.pool_classes)
+    unmigrated = (search is None and bool(pools) and _auto(config, "mark") and "mark" not in learned.values
+                  and not learned.values.get("door-checks-mark"))
     learn_admission(scope, learned, unmigrated)
     learn_pool_pairing(contract, scope, learned)
     # The trees, pieces and word sets kept for learning's many questions: over sglang/srt they held
