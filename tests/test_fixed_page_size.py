@@ -1,6 +1,5 @@
-"""KV201 where the module fixes the page size above 1: `.view` and the paged helpers return the same
-strides there (only page size 1 differs), so the message says what the rewrite buys instead of the
-page-size-1 hazard, which cannot happen at that site."""
+"""KV201 only where a paging `.view` can differ from the helpers: at a page size of 1. Where the code
+pins the page size above 1 on the way to the view, or copies the view at once, it is not flagged."""
 
 from __future__ import annotations
 
@@ -11,38 +10,80 @@ import pytest
 from kvlint.api.config import load_config
 from kvlint.running.engine import RunOptions, run
 
-BACKEND = (
-    "PAGE_SIZE = 64\n\n\n"
-    "def decode(pool, layer, page_size):\n"
-    "    ps = PAGE_SIZE\n"
-    "    fixed = pool.get_key_buffer(layer.layer_id).view(-1, ps, 576)\n"
-    "    named = pool.get_key_buffer(layer.layer_id).view(-1, page_size, 576)\n"
-    "    return fixed, named\n"
-)
 
-
-def messages(root: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> dict[int, str]:
+def flagged(root: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> list[int]:
     (root / "backend.py").write_text(text)
     monkeypatch.chdir(root)
     findings = run(load_config(), RunOptions(paths=(Path("."),), jobs=1)).findings
-    return {finding.line: finding.message for finding in findings if finding.code == "KV201"}
-
-
-def test_a_module_constant_page_size_above_one_is_named_and_the_page_size_one_clause_is_left_out(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    found = messages(tmp_path, monkeypatch, BACKEND)
-    assert "page size is fixed at 64 here, where the helpers return these very strides" in found[6]
-    assert "at page size 1" not in found[6]
-    # A page size the caller chooses may be 1.
-    assert "at page size 1 the page dim gets the row stride" in found[7]
+    return [finding.line for finding in findings if finding.code == "KV201"]
 
 
 @pytest.mark.parametrize("constant", ["PAGE_SIZE = 1\n", "PAGE_SIZE = 64\nPAGE_SIZE = 1\n",
                                       "PAGE_SIZE = 64\n\n\ndef set_size():\n    global PAGE_SIZE\n    PAGE_SIZE = 1\n"])
-def test_a_page_size_that_is_one_or_may_change_keeps_the_page_size_one_hazard(
+def test_a_module_page_size_that_is_one_or_may_change_is_flagged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, constant: str
 ) -> None:
-    found = messages(tmp_path, monkeypatch, BACKEND.replace("PAGE_SIZE = 64\n", constant, 1))
-    assert len(found) == 2
-    assert all("at page size 1 the page dim gets the row stride" in message for message in found.values())
+    text = constant + "\n\ndef decode(pool):\n    ps = PAGE_SIZE\n    return pool.get_key_buffer(0).view(-1, ps, 576)\n"
+    assert len(flagged(tmp_path, monkeypatch, text)) == 1
+
+
+def test_a_module_page_size_above_one_through_an_alias_is_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "PAGE_SIZE = 64\n\n\ndef decode(pool):\n    ps = PAGE_SIZE\n    return pool.get_key_buffer(0).view(-1, ps, 576)\n"
+    assert flagged(tmp_path, monkeypatch, text) == []
+
+
+# aiter's gfx95 path: the kernel call sits after `self.page_size == 16` in one `and` chain.
+AND_CHAIN = (
+    "def forward(self, layer, forward_batch):\n"
+    "    k_cache = forward_batch.token_to_kv_pool.get_key_buffer(layer.layer_id)\n"
+    "    if (\n"
+    "        supported()\n"
+    "        and self.page_size == 16\n"
+    "        and ragged(k=k_cache.view(-1, self.page_size, 8, 256))\n"
+    "    ):\n"
+    "        return\n"
+    "    return ragged(k=k_cache.view(-1, self.page_size, 8, 256))\n"
+)
+
+
+def test_an_and_chain_pinning_the_page_size_covers_only_the_parts_after_the_test(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The second view runs whatever the page size is.
+    assert flagged(tmp_path, monkeypatch, AND_CHAIN) == [9]
+    # A test that does not pin it above 1 pins nothing.
+    assert flagged(tmp_path, monkeypatch, AND_CHAIN.replace("self.page_size == 16", "self.page_size == 1")) == [6, 9]
+    assert flagged(tmp_path, monkeypatch, AND_CHAIN.replace("self.page_size == 16", "self.page_size != 16")) == [6, 9]
+    # Nor does a test of another value.
+    assert flagged(tmp_path, monkeypatch, AND_CHAIN.replace("self.page_size == 16", "self.block_size == 16")) == [6, 9]
+
+
+# dsa's FlashMLA decode: the view is bound, then the page size asserted before any use.
+ASSERTED = (
+    "def decode(self, kv_cache, layer):\n"
+    "    kv_cache = self.pool.get_key_buffer(layer.layer_id)\n"
+    "    kv_cache = kv_cache.view(-1, self.physical_page_size, 1, self.kv_cache_dim)\n"
+    "    assert self.physical_page_size == 64, 'only page size 64 is supported'\n"
+    "    return flash_mla(kv_cache)\n"
+)
+
+
+def test_an_assert_right_after_binding_the_view_pins_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert flagged(tmp_path, monkeypatch, ASSERTED) == []
+    # Used before the assert: the kernel may already have read it at page size 1.
+    used_first = ASSERTED.replace("    kv_cache = kv_cache.view(", "    flash_mla(kv_cache.view(").replace(
+        "self.kv_cache_dim)\n    assert", "self.kv_cache_dim))\n    assert")
+    assert flagged(tmp_path, monkeypatch, used_first) == [3]
+
+
+def test_a_view_copied_at_once_is_left_to_kv202(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (
+        "def decode(self, pool, layer):\n"
+        "    k = pool.get_key_buffer(layer.layer_id)\n"
+        "    return k.view(-1, self.page_size, 8, 64).contiguous(), k.view(-1, self.page_size, 8, 64).float()\n"
+    )
+    (tmp_path / "backend.py").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    findings = run(load_config(), RunOptions(paths=(Path("."),), jobs=1)).findings
+    # The copied view is KV202's; the one handed on as it is stays KV201's.
+    assert sorted((f.code, f.column) for f in findings) == [("KV201", 60), ("KV202", 12)]

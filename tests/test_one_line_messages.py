@@ -17,14 +17,23 @@ from kvlint.cli import main
 SNAPSHOT = Path(__file__).resolve().parent / "snapshots" / "examples_check.json"
 
 # As in sglang 0.5.23's hardware_backend/npu/attention/ascend_backend.py: one call over three lines.
+# A paging view handed on (KV201) and one copied at once (KV202's alone), each over three lines.
 MULTI_LINE_CALL = (
     "class AscendBackend:\n"
     "    def forward_decode(self, q, layer, forward_batch):\n"
     "        k_cache = self.token_to_kv_pool.get_key_buffer(\n"
     "            layer.layer_id\n"
-    "        ).view(-1, self.page_size, layer.tp_k_head_num * layer.qk_head_dim).contiguous()\n"
-    "        return k_cache\n"
+    "        ).view(-1, self.page_size, layer.tp_k_head_num * layer.qk_head_dim)\n"
+    "        v_cache = self.token_to_kv_pool.get_value_buffer(\n"
+    "            layer.layer_id\n"
+    "        ).view(-1, self.page_size, layer.tp_v_head_num * layer.v_head_dim).contiguous()\n"
+    "        return k_cache, v_cache\n"
 )
+# Where each finding starts, and the excerpt line the text report shows under it.
+STARTS = {
+    "KV201": (3, "    3 |         k_cache = self.token_to_kv_pool.get_key_buffer("),
+    "KV202": (6, "    6 |         v_cache = self.token_to_kv_pool.get_value_buffer("),
+}
 
 
 def test_a_call_broken_over_lines_is_joined_without_spaces_inside_brackets() -> None:
@@ -84,7 +93,7 @@ def test_a_multi_line_call_is_quoted_on_one_line_in_json(multi_line_tree: list[d
     messages = {finding["code"]: finding["message"] for finding in multi_line_tree}
     assert all("\n" not in message for message in messages.values())
     assert "`self.token_to_kv_pool.get_key_buffer(layer.layer_id).view(...)`" in messages["KV201"]
-    assert "`self.token_to_kv_pool.get_key_buffer(lay…" in messages["KV202"]
+    assert "`self.token_to_kv_pool.get_value_buffer(l…" in messages["KV202"]
 
 
 def test_the_text_report_gives_each_finding_one_line_and_keeps_the_source_excerpt(
@@ -93,9 +102,10 @@ def test_the_text_report_gives_each_finding_one_line_and_keeps_the_source_excerp
     lines = check().splitlines()
     for finding in multi_line_tree:
         # The reach is a tag after the message, on the same line; its reason a line of its own below.
-        header = f"backend.py:3:19: {finding['code']} {finding['name']} {finding['message']} [{finding['reach']}]"
+        line, excerpt = STARTS[finding["code"]]
+        header = f"backend.py:{line}:19: {finding['code']} {finding['name']} {finding['message']} [{finding['reach']}]"
         assert header in lines
-        assert lines[lines.index(header) + 1] == "    3 |         k_cache = self.token_to_kv_pool.get_key_buffer("
+        assert lines[lines.index(header) + 1] == excerpt
 
 
 def test_each_github_annotation_is_one_line(multi_line_tree: list[dict]) -> None:

@@ -67,6 +67,9 @@ class _Cutter:
         module_level = {node.name for node in tree.body if isinstance(node, _Def)}
         texts = {id(node): self._text(node) for node in functions}
         kept = {id(node) for node in functions if any(passes(texts[id(node)], group) for group in self.groups)}
+        # A function rebinding a module global may change a constant the rules read (`_aliases`).
+        kept |= {id(node) for node in functions if b"global " in texts[id(node)]
+                 and any(isinstance(inner, ast.Global) for inner in ast.walk(node))}
         for _ in range(_CALLS_OUT):
             kept_names = {node.name for node in functions if id(node) in kept}
             called = {name for name in kept_names if name in module_level}

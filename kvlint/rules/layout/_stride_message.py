@@ -7,25 +7,18 @@ from typing import Optional
 import libcst as cst
 
 from kvlint.api.rule import FileContext
-from kvlint.rules.layout._aliases import constant_page_size
+from kvlint.rules.layout._kept import helper_origin
 from kvlint.rules.layout._pool_origin import STRIDED, PoolOrigin
+from kvlint.rules.layout._through_helpers import NO_FIX_AT_CALL, HelperUse
 
 
-def view_message(ctx: FileContext, tensor: cst.BaseExpression, page_size: cst.BaseExpression,
-                 function: Optional[cst.FunctionDef]) -> str:
+def view_message(ctx: FileContext, tensor: cst.BaseExpression) -> str:
     """The finding on `tensor.view(-1, page_size, ...)`, up to its fix."""
-    fixed = constant_page_size(ctx, page_size, function)
-    # Only page size 1 gives the `.view` other strides than the helpers; a size the module fixes above it cannot.
-    at_one = (
-        f"its page size is fixed at {fixed} here, where the helpers return these very strides, so the "
-        f"rewrite states the stride and a kernel reading the shape alone still needs a stride-parity test"
-        if fixed is not None and fixed > 1
-        else "at page size 1 the page dim gets the row stride instead of the slot stride"
-    )
     return (
         f"`{ctx.code_for(tensor)}.view(...)` pages paged KV without saying which stride it keeps: on a "
-        f"token-major pool the in-page stride is the whole entry, not what the shape suggests, and "
-        f"{at_one}; nothing raises. Page it with `paged_view`, `paged_row_view` or `paged_kv_view`"
+        f"token-major pool the in-page stride is the whole entry, not what the shape suggests, and at "
+        f"page size 1 the page dim gets the row stride instead of the slot stride; nothing raises. "
+        f"Page it with `paged_view`, `paged_row_view` or `paged_kv_view`"
     )
 
 
@@ -36,3 +29,13 @@ def no_fix_clause(ctx: FileContext, tensor: cst.BaseExpression, origin: Optional
     else:
         why = "it is neither a buffer accessor's per-layer `(slots, ...)` result nor a view of one"
     return f"; no fix: kvlint cannot tell whether dim 0 of `{ctx.code_for(tensor)}` holds slots ({why}), and the helpers assume it does"
+
+
+def helper_message(ctx: FileContext, use: HelperUse) -> str:
+    """The finding on paged KV handed to a helper that pages its parameter with a `.view`."""
+    return (
+        f"paged KV `{ctx.code_for(use.argument)}` is paged by {use.relied_on()} without saying which "
+        f"stride it keeps: on a token-major pool the in-page stride is the whole entry, and at page size 1 "
+        f"the page dim gets the row stride; nothing raises. Page it with `paged_view`, `paged_row_view` or "
+        f"`paged_kv_view`; {NO_FIX_AT_CALL}" + helper_origin(ctx, use.argument, use.function)
+    )

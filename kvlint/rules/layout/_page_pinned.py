@@ -1,0 +1,138 @@
+"""Where a paging `.view` cannot differ from the paged helpers: its page size is pinned above 1, or
+its result is copied at once.
+
+`x.view(-1, ps, ...)` on a token-major per-layer buffer has the very strides `paged_view` gives
+whenever `ps > 1`; only a size-1 page dim gets the row stride instead of the slot stride. So a
+view is no hazard where the code pins `ps` above 1 on the way to it:
+
+* a module constant assigned once (`PAGE_SIZE = 64`, `_aliases.constant_page_size`);
+* a test that held: an `if` whose condition (or one of its `and`-ed parts) is `ps == N`, with the
+  view in its body, or an `and` chain with `ps == N` before the part holding the view
+  (`self.page_size == 16 and kernel(k=k_cache.view(-1, self.page_size, ...))`);
+* an `assert ps == N` in the same or an enclosing block before the statement holding the view,
+  or right after it where that statement only binds the view (the view is used after the assert).
+
+Nor is it one where the view is copied at once (`x.view(...).contiguous()`, `.clone()`): no
+kernel sees its strides; KV202 judges the copy. `ps` is matched by its source text, after
+following the function's local aliases (`ps = self.page_size`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from kvlint.analysis.walk import code_children
+from kvlint.api.rule import FileContext
+from kvlint.rules.layout._aliases import bound_in, constant_page_size
+
+_COPIES = frozenset({"contiguous", "clone"})
+_ALIASES = 4
+
+
+def harmless_view(ctx: FileContext, call: cst.Call, function: Optional[cst.FunctionDef]) -> bool:
+    """Whether `call`, a paging `x.view(-1, ps, ...)`, runs only with `ps` above 1 or is copied at once."""
+    page_size = call.args[1].value
+    fixed = constant_page_size(ctx, page_size, function)
+    if fixed is not None:
+        return fixed > 1
+    if function is None:
+        return False
+    path = _path_to(function.body, call)
+    if not path:
+        return False
+    if _copied_at_once(path):
+        return True
+    spelled = _spelling(ctx, page_size, function)
+    return _held_before(ctx, path, spelled, function) or _asserted(ctx, path, spelled, function)
+
+
+def _path_to(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes from `root` down to `target`, both included; [] where `target` is not below `root`."""
+    stack: list[tuple[cst.CSTNode, int]] = [(root, 0)]
+    path: list[cst.CSTNode] = []
+    while stack:
+        node, depth = stack.pop()
+        del path[depth:]
+        path.append(node)
+        if node is target:
+            return path
+        stack.extend((child, depth + 1) for child in reversed(code_children(node)))
+    return []
+
+
+def _copied_at_once(path: list[cst.CSTNode]) -> bool:
+    """`x.view(...).contiguous()`: the view is the receiver of a copying call."""
+    if len(path) < 3:
+        return False
+    call, attribute, outer = path[-1], path[-2], path[-3]
+    return (isinstance(attribute, cst.Attribute) and attribute.value is call and attribute.attr.value in _COPIES
+            and isinstance(outer, cst.Call) and outer.func is attribute)
+
+
+def _spelling(ctx: FileContext, expr: cst.BaseExpression, function: cst.FunctionDef) -> str:
+    """The page size's source text, through the function's local aliases (`ps = self.page_size`)."""
+    bound = bound_in(ctx, function)
+    for _ in range(_ALIASES):
+        value = bound(expr) if isinstance(expr, cst.Name) else None
+        if value is None:
+            break
+        expr = value
+    return ctx.source_of(expr)
+
+
+def _pins(ctx: FileContext, test: cst.BaseExpression, spelled: str, function: cst.FunctionDef) -> bool:
+    """Whether `test` holding means the page size is an int above 1: `ps == N`, or an `and` with such a part."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _pins(ctx, test.left, spelled, function) or _pins(ctx, test.right, spelled, function)
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    target = test.comparisons[0]
+    if not isinstance(target.operator, cst.Equal):
+        return False
+    for side, other in ((test.left, target.comparator), (target.comparator, test.left)):
+        if isinstance(other, cst.Integer) and int(other.evaluated_value) > 1 and _spelling(ctx, side, function) == spelled:
+            return True
+    return False
+
+
+def _held_before(ctx: FileContext, path: list[cst.CSTNode], spelled: str, function: cst.FunctionDef) -> bool:
+    """An `if` with the view in its body, or an `and` chain with the view in a later part, whose test pins it."""
+    for parent, child in zip(path, path[1:]):
+        if isinstance(parent, cst.If) and child is parent.body and _pins(ctx, parent.test, spelled, function):
+            return True
+        if (isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And)
+                and child is parent.right and _pins(ctx, parent.left, spelled, function)):
+            return True
+    return False
+
+
+def _asserted(ctx: FileContext, path: list[cst.CSTNode], spelled: str, function: cst.FunctionDef) -> bool:
+    """An `assert ps == N` before the statement holding the view in its block or an enclosing one, or
+    right after it where that statement only binds the view."""
+    for parent, child in zip(path, path[1:]):
+        body: list[cst.CSTNode] = list(parent.body) if isinstance(parent, cst.IndentedBlock) else []
+        if child not in body:
+            continue
+        at = body.index(child)
+        before = body[:at]
+        if _binds_only(child, path):
+            before += body[at + 1 : at + 2]
+        if any(_asserts(ctx, statement, spelled, function) for statement in before):
+            return True
+    return False
+
+
+def _binds_only(statement: cst.CSTNode, path: list[cst.CSTNode]) -> bool:
+    """`k = x.view(...)`: a one-assignment line whose value is the view itself."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        return False
+    assign = statement.body[0]
+    return isinstance(assign, cst.Assign) and assign.value is path[-1]
+
+
+def _asserts(ctx: FileContext, statement: cst.CSTNode, spelled: str, function: cst.FunctionDef) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(small, cst.Assert) and _pins(ctx, small.test, spelled, function) for small in statement.body
+    )
