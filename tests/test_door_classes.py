@@ -315,3 +315,30 @@ def test_kv103_only_where_an_inner_definition_it_can_reach_needs_the_mark(in_tmp
     # The inner pool is a `LaxPool` (a keyword-only annotated parameter kept as the attribute): it ignores the mark.
     assert lax not in flagged
     assert checking in flagged and unknown in flagged
+
+
+
+ASSERTED = '''
+from engine.pools import TensorPool
+
+
+class AssertedTensor:
+    def __init__(self, runner):
+        assert isinstance(runner.pool, TensorPool)
+        self.pool = runner.pool
+
+    def forward(self, layer, forward_batch, k):
+        self.pool.set_fused_buffer(layer, forward_batch.out_cache_loc, k)
+'''
+
+
+def test_a_receiver_asserted_to_be_a_class_is_that_class(in_tmp: Path) -> None:
+    # minimax's backend asserts `isinstance(runner.token_to_kv_pool, MiniMaxSparseKVPool)` before keeping it.
+    _tree(in_tmp)
+    _write(in_tmp, {"engine/asserted.py": ASSERTED})
+    assert [f for f in _check("--select", "KV101")["findings"] if f["path"] == "engine/asserted.py"] == []
+    # Without the assert the receiver is unknown: every definition counts, one of them takes a write loc.
+    _write(in_tmp, {"engine/asserted.py": ASSERTED.replace("        assert isinstance(runner.pool, TensorPool)\n", "")})
+    [finding] = [f for f in _check("--select", "KV101")["findings"] if f["path"] == "engine/asserted.py"]
+    assert finding["fix"]["applicability"] == "unsafe"
+    assert "the class of `self.pool` is unknown" in finding["message"]

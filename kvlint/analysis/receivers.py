@@ -80,7 +80,8 @@ def _bound_by(node: ast.AST) -> set[str]:
 
 def attribute_classes(klass: ast.ClassDef) -> list[tuple[str, set[str]]]:
     """Each `self.<attribute>` of a class's methods built as `C(...)`, annotated `C` / `Optional[C]`,
-    or assigned a parameter of its method annotated so (and never rebound there), with those classes
+    assigned a parameter of its method annotated so (and never rebound there) or a value its method
+    asserts `isinstance(value, C)`, with those classes
     (an attribute also given anything else is left out: unknown). Kept for the last few classes
     asked: a rule asks once per door call, and a backend class runs to thousands of lines."""
     for held, answer in _ATTRIBUTES:
@@ -119,8 +120,9 @@ def _attribute_classes(klass: ast.ClassDef) -> list[tuple[str, set[str]]]:
                         rebound |= {name.id for name in ast.walk(target) if isinstance(name, ast.Name)}
             rebound |= _bound_by(node)
         parameters = _annotated_parameters(method, rebound) if assigned else {}
+        asserted = _asserted_classes(method) if assigned else {}
         for attribute, value in assigned:
-            built = _value_named(value, parameters)
+            built = _value_named(value, parameters) or asserted.get(ast.dump(value), set())
             if built:
                 found.setdefault(attribute, set()).update(built)
             else:
@@ -128,6 +130,22 @@ def _attribute_classes(klass: ast.ClassDef) -> list[tuple[str, set[str]]]:
     # An annotation states the attribute's class whatever else assigns it; an assignment alone does not.
     return [(attribute, classes) for attribute, classes in sorted(found.items())
             if classes and (attribute in annotated or attribute not in unknown)]
+
+
+def _asserted_classes(method: _Function) -> dict[str, set[str]]:
+    """The classes `assert isinstance(value, C)` (or `(C, D)`) states of each value in `method`, by the
+    value's tree: `self.kv_pool = runner.token_to_kv_pool` after asserting that is a `MiniMaxSparseKVPool`."""
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(method):
+        test = node.test if isinstance(node, ast.Assert) else None
+        if not (isinstance(test, ast.Call) and _trailing(test.func) == "isinstance" and len(test.args) == 2):
+            continue
+        value, kinds = test.args
+        parts = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+        names = {_trailing(part) for part in parts}
+        if all(name and name[:1].isupper() for name in names):
+            found.setdefault(ast.dump(value), set()).update(name for name in names if name)
+    return found
 
 
 def _value_named(value: ast.expr, parameters: dict[str, set[str]]) -> set[str]:
