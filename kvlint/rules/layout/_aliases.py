@@ -33,15 +33,21 @@ def bound_in(ctx: FileContext, function: Optional[cst.FunctionDef]) -> Bound:
     return bound
 
 
-def constant_page_size(ctx: FileContext, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> Optional[int]:
-    """The int a page size stands for where the file fixes it: a local bound to a module constant
-    (`PAGE_SIZE = 64`, assigned once at module level and never declared `global`); None otherwise."""
+def aliased(ctx: FileContext, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> cst.BaseExpression:
+    """What `expr` stands for through the function's local aliases (`ps = self.page_size`: `self.page_size`)."""
     bound = bound_in(ctx, function)
     for _ in range(ALIAS_DEPTH):
         value = bound(expr) if isinstance(expr, cst.Name) else None
         if value is None:
             break
         expr = value
+    return expr
+
+
+def constant_page_size(ctx: FileContext, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> Optional[int]:
+    """The int a page size stands for where the file fixes it: a local bound to a module constant
+    (`PAGE_SIZE = 64`, assigned once at module level and never declared `global`); None otherwise."""
+    expr = aliased(ctx, expr, function)
     if isinstance(expr, cst.Integer):
         return int(expr.evaluated_value)
     if not isinstance(expr, cst.Name) or (function is not None and function_flow(ctx, function).reaching(expr) is not None):

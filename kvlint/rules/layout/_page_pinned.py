@@ -25,10 +25,9 @@ import libcst as cst
 
 from kvlint.analysis.walk import code_children
 from kvlint.api.rule import FileContext
-from kvlint.rules.layout._aliases import bound_in, constant_page_size
+from kvlint.rules.layout._aliases import aliased, constant_page_size
 
 _COPIES = frozenset({"contiguous", "clone"})
-_ALIASES = 4
 
 
 def harmless_view(ctx: FileContext, call: cst.Call, function: Optional[cst.FunctionDef]) -> bool:
@@ -73,13 +72,7 @@ def _copied_at_once(path: list[cst.CSTNode]) -> bool:
 
 def _spelling(ctx: FileContext, expr: cst.BaseExpression, function: cst.FunctionDef) -> str:
     """The page size's source text, through the function's local aliases (`ps = self.page_size`)."""
-    bound = bound_in(ctx, function)
-    for _ in range(_ALIASES):
-        value = bound(expr) if isinstance(expr, cst.Name) else None
-        if value is None:
-            break
-        expr = value
-    return ctx.source_of(expr)
+    return ctx.source_of(aliased(ctx, expr, function))
 
 
 def _pins(ctx: FileContext, test: cst.BaseExpression, spelled: str, function: cst.FunctionDef) -> bool:
