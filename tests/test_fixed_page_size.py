@@ -8,14 +8,18 @@ from pathlib import Path
 import pytest
 
 from kvlint.api.config import load_config
+from kvlint.api.types import Finding
 from kvlint.running.engine import RunOptions, run
 
 
-def flagged(root: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> list[int]:
+def found(root: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> list[Finding]:
     (root / "backend.py").write_text(text)
     monkeypatch.chdir(root)
-    findings = run(load_config(), RunOptions(paths=(Path("."),), jobs=1)).findings
-    return [finding.line for finding in findings if finding.code == "KV201"]
+    return run(load_config(), RunOptions(paths=(Path("."),), jobs=1)).findings
+
+
+def flagged(root: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> list[int]:
+    return [finding.line for finding in found(root, monkeypatch, text) if finding.code == "KV201"]
 
 
 @pytest.mark.parametrize("constant", ["PAGE_SIZE = 1\n", "PAGE_SIZE = 64\nPAGE_SIZE = 1\n",
@@ -82,8 +86,37 @@ def test_a_view_copied_at_once_is_left_to_kv202(tmp_path: Path, monkeypatch: pyt
         "    k = pool.get_key_buffer(layer.layer_id)\n"
         "    return k.view(-1, self.page_size, 8, 64).contiguous(), k.view(-1, self.page_size, 8, 64).float()\n"
     )
-    (tmp_path / "backend.py").write_text(text)
-    monkeypatch.chdir(tmp_path)
-    findings = run(load_config(), RunOptions(paths=(Path("."),), jobs=1)).findings
     # The copied view is KV202's; the one handed on as it is stays KV201's.
-    assert sorted((f.code, f.column) for f in findings) == [("KV201", 60), ("KV202", 12)]
+    assert sorted((f.code, f.column) for f in found(tmp_path, monkeypatch, text)) == [("KV201", 60), ("KV202", 12)]
+
+
+# aiter's MLA decode in sglang 0.4.7 rebinds the buffer to a view after the kernel call and never reads it.
+DEAD = (
+    "def decode(self, pool, layer):\n"
+    "    k_buffer = pool.get_key_buffer(layer.layer_id)\n"
+    "    run(k_buffer)\n"
+    "    k_buffer = k_buffer.view(-1, self.page_size, layer.qk_head_dim)\n"
+)
+
+
+def test_a_view_bound_to_a_name_nothing_reads_is_not_flagged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert flagged(tmp_path, monkeypatch, DEAD) == []
+    assert flagged(tmp_path, monkeypatch, DEAD + "    return k_buffer\n") == [4]
+    # A read in a nested function counts too, and so does handing back every local.
+    assert flagged(tmp_path, monkeypatch, DEAD + "    return lambda: k_buffer\n") == [4]
+    assert flagged(tmp_path, monkeypatch, DEAD + "    return locals()\n") == [4]
+    # So does one in a loop's next turn.
+    looped = (
+        "def decode(self, pool, layers):\n"
+        "    k_buffer = None\n"
+        "    for layer in layers:\n"
+        "        run(k_buffer)\n"
+        "        k_buffer = pool.get_key_buffer(layer).view(-1, self.page_size, 576)\n"
+    )
+    assert flagged(tmp_path, monkeypatch, looped) == [5]
+
+
+def test_a_dead_view_at_a_literal_page_size_of_one_is_not_flagged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = DEAD.replace("view(-1, self.page_size, layer.qk_head_dim)", "view(-1, 1, layer.qk_head_dim)")
+    assert flagged(tmp_path, monkeypatch, text) == []
+    assert flagged(tmp_path, monkeypatch, text + "    return k_buffer\n") == [4]

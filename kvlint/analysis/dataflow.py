@@ -79,6 +79,10 @@ class FunctionFlow:
             return None
         return defs if defs is not None else frozenset()
 
+    def read(self, target: cst.Name) -> bool:
+        """Whether the binding of `target` reaches a read of it in this scope (nested scopes are not walked)."""
+        return any(defs and any(definition.target is target for definition in defs) for _, defs in self._uses.values())
+
     def _record_use(self, name: cst.Name, defs: Optional[Defs]) -> None:
         previous = self._uses.get(id(name))
         if previous is not None and previous[1] is not None:

@@ -39,8 +39,9 @@ IMPORTS = (
 
 
 def as_function(snippet: str) -> str:
-    """The snippet as the body of a function, the unit kvlint's data flow reads."""
-    return f"{IMPORTS}def step({', '.join(PARAMETERS)}):\n{textwrap.indent(snippet, '    ')}"
+    """The snippet as the body of a function, the unit kvlint's data flow reads; it hands back its
+    locals, as the runtime twin reads the names the snippet binds."""
+    return f"{IMPORTS}def step({', '.join(PARAMETERS)}):\n{textwrap.indent(snippet, '    ')}    return locals()\n"
 
 
 def findings(source: str, code: str) -> list:

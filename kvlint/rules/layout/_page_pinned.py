@@ -13,7 +13,7 @@ view is no hazard where the code pins `ps` above 1 on the way to it:
   or right after it where that statement only binds the view (the view is used after the assert).
 
 Nor is it one where the view is copied at once (`x.view(...).contiguous()`, `.clone()`): no
-kernel sees its strides; KV202 judges the copy. `ps` is matched by its source text, after
+kernel sees its strides; KV202 judges the copy. Nor one bound to a name nothing reads. `ps` is matched by its source text, after
 following the function's local aliases (`ps = self.page_size`).
 """
 
@@ -23,6 +23,7 @@ from typing import Optional
 
 import libcst as cst
 
+from kvlint.analysis.dataflow import function_flow
 from kvlint.analysis.walk import code_children
 from kvlint.api.rule import FileContext
 from kvlint.rules.layout._aliases import aliased, constant_page_size
@@ -34,14 +35,14 @@ def harmless_view(ctx: FileContext, call: cst.Call, function: Optional[cst.Funct
     """Whether `call`, a paging `x.view(-1, ps, ...)`, runs only with `ps` above 1 or is copied at once."""
     page_size = call.args[1].value
     fixed = constant_page_size(ctx, page_size, function)
-    if fixed is not None:
-        return fixed > 1
+    if fixed is not None and fixed > 1:
+        return True
     if function is None:
         return False
     path = _path_to(function.body, call)
     if not path:
         return False
-    if _copied_at_once(path):
+    if _copied_at_once(path) or _never_read(ctx, path, function):
         return True
     spelled = _spelling(ctx, page_size, function)
     return _held_before(ctx, path, spelled, function) or _asserted(ctx, path, spelled, function)
@@ -68,6 +69,34 @@ def _copied_at_once(path: list[cst.CSTNode]) -> bool:
     call, attribute, outer = path[-1], path[-2], path[-3]
     return (isinstance(attribute, cst.Attribute) and attribute.value is call and attribute.attr.value in _COPIES
             and isinstance(outer, cst.Call) and outer.func is attribute)
+
+
+def _never_read(ctx: FileContext, path: list[cst.CSTNode], function: cst.FunctionDef) -> bool:
+    """`k = x.view(...)` where nothing reads that `k`: a view no code uses (the scope's reads, any
+    mention of the name in a function, lambda or class nested in it, and `locals()`, count as reads)."""
+    statement = next((node for node in reversed(path) if isinstance(node, cst.SimpleStatementLine)), None)
+    if statement is None or not _binds_only(statement, path):
+        return False
+    assign = statement.body[0]
+    assert isinstance(assign, cst.Assign)
+    target = assign.targets[0].target
+    if len(assign.targets) != 1 or not isinstance(target, cst.Name) or function_flow(ctx, function).read(target):
+        return False
+    if any(isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("locals", "vars")
+           for node in _below(function.body)):
+        return False  # every local is read there
+    nested = [node for node in _below(function.body) if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))]
+    return not any(isinstance(node, cst.Name) and node.value == target.value for scope in nested for node in _below(scope))
+
+
+def _below(root: cst.CSTNode) -> list[cst.CSTNode]:
+    found: list[cst.CSTNode] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack.extend(code_children(node))
+    return found
 
 
 def _spelling(ctx: FileContext, expr: cst.BaseExpression, function: cst.FunctionDef) -> str:
