@@ -370,17 +370,19 @@ def test_a_wrong_engine_path_is_a_one_line_error_naming_the_file(project: Path, 
     assert len(result.output.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("package", [("sglang", "srt"), ("copy_of_srt",)])
 def test_a_fork_of_the_engine_is_its_own_engine_and_says_the_tree_has_no_write_loc_yet(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, package: tuple[str, ...]
 ) -> None:
     # A fork before the migration: the `sglang` package itself, importing its own modules, with no
-    # `KVWriteLoc`. An installed sglang (another engine) has nothing to say about this tree.
+    # `KVWriteLoc`. An installed sglang (another engine) has nothing to say about this tree, wherever
+    # it sits: under `sglang/srt/` or copied into a folder of another name.
     install_engine(tmp_path / "site")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     fork = tmp_path / "fork"
-    backend = fork / "sglang" / "srt" / "layers" / "attention" / "fork_backend.py"
+    backend = fork.joinpath(*package, "layers", "attention", "fork_backend.py")
     backend.parent.mkdir(parents=True)
-    (fork / "sglang" / "srt" / "layers" / "attention" / "base.py").write_text("class AttentionBackend:\n    pass\n")
+    fork.joinpath(*package, "layers", "attention", "base.py").write_text("class AttentionBackend:\n    pass\n")
     backend.write_text(
         "from sglang.srt.layers.attention.base import AttentionBackend\n\n\n"
         "class ForkBackend(AttentionBackend):\n"

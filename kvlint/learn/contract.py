@@ -77,6 +77,7 @@ from kvlint.learn.gate import learn_mark_gate
 from kvlint.learn.installed_engine import Search, engine_package, locate_engine
 from kvlint.learn.pools import learn_pool_classes as _learn_pool_classes
 from kvlint.learn.scope import Asked, Scope
+from kvlint.analysis.project_index import module_parts
 from kvlint.learn.tree import (
     Learned as _Learned,
     class_bases,
@@ -171,20 +172,17 @@ def _read_engine(config: Config, contract: Contract, scope: Scope) -> Optional[S
 def _is_the_engine(scope: Scope, package: str) -> bool:
     """Whether the scanned tree is the engine package itself (a fork, an older release): most of
     its imports from the package are of its own files, so no installed copy has anything to add.
-    A project vendoring a few stand-in modules under the package's name (`vendor/sglang/utils.py`)
-    still imports the engine for the rest."""
-    segment = f"/{package}/"
-    own = set()
-    for path in scope.paths:
-        text = path.resolve().as_posix()
-        if segment in text:
-            tail = text.rsplit(segment, 1)[1].removesuffix(".py").removesuffix("/__init__")
-            own.add(f"{package}.{tail.replace('/', '.')}")
-    if not own:
-        return False
-    imported = import_counts(scope, f"from {package}.".encode())
-    inside = sum(count for module, count in imported.items() if module in own)
-    return inside * 2 > sum(imported.values())
+    A module is the tree's own where a file's path ends with its last parts, two at least
+    (`sglang.srt.mem_cache.memory_pool`: `.../mem_cache/memory_pool.py`), wherever the tree sits
+    and whatever its folder is called. A project vendoring a few stand-in modules under the
+    package's name (`vendor/sglang/utils.py`) still imports the engine for the rest."""
+    files = {module_parts(path.resolve().as_posix()) for path in scope.paths}
+    tails = {parts[-length:] for parts in files for length in range(2, len(parts) + 1)}
+    imported = {module: count for module, count in import_counts(scope, f"from {package}.".encode()).items()
+                if module.startswith(f"{package}.")}
+    inside = sum(count for module, count in imported.items()
+                 if any(tuple(module.split("."))[-length:] in tails for length in range(2, module.count(".") + 2)))
+    return bool(imported) and inside * 2 > sum(imported.values())
 
 
 def _pinned_elsewhere(config: Config, key: str, learned: _Learned) -> bool:
