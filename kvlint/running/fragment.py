@@ -12,8 +12,8 @@ a function boundary) plus the module's imports and the names it defines, so
   methods calling a kept one on `self`, whole (what the class's attributes
   are, what its helpers are passed: `_pool_origin`, `_own_allocation`);
 - a few calls out from those, whole: the functions calling a kept module-level
-  function by name, and the methods a kept function calls on something else
-  (`self.kv_cache.get(bsz)`): what a parameter is fed, and what a method
+  function by name, and the methods a kept function calls on what its instance
+  holds (`self.kv_cache.get(bsz)`): what a parameter is fed, and what a method
   returns, say where a tensor comes from (`_own_allocation`);
 - the header of every other `def` and `class`, its body reduced to `pass`.
 
@@ -35,8 +35,9 @@ WORTH_CUTTING = 0.8
 # How many calls out from a function passing the words are kept: enough for an attention op handing
 # its cache to a device kernel wrapper, which a model's forward fills from its own cache's method.
 _CALLS_OUT = 3
-# `.name(`: a method called on something (`self.kv_cache.get(`), whose definitions here are kept.
-_ATTRIBUTE_CALL = re.compile(rb"\.(\w+)\(")
+# `self.x.name(`: a method called on what an instance holds (`self.kv_cache.get(`), whose definitions
+# here are kept; calls on anything else (`.view(`, `.to(`) would keep most of a large file.
+_ATTRIBUTE_CALL = re.compile(rb"\bself\.\w+\.(\w+)\(")
 _INDENT = re.compile(rb"[ \t\f]*")
 _Def = (ast.FunctionDef, ast.AsyncFunctionDef)
 _Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
