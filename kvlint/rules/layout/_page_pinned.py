@@ -13,8 +13,8 @@ view is no hazard where the code pins `ps` above 1 on the way to it:
   or right after it where that statement only binds the view (the view is used after the assert).
 
 Nor is it one where the view is copied at once (`x.view(...).contiguous()`, `.clone()`): no
-kernel sees its strides; KV202 judges the copy. Nor one bound to a name nothing reads. `ps` is matched by its source text, after
-following the function's local aliases (`ps = self.page_size`).
+kernel sees its strides; KV202 judges the copy. Nor one bound to a name nothing reads. `ps` is
+matched by its source text, after following the function's local aliases (`ps = self.page_size`).
 """
 
 from __future__ import annotations
