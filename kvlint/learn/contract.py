@@ -64,6 +64,7 @@ from kvlint.api.config import Config, configured_contract
 from kvlint.api.contract import AUTO, DEFAULT_WRITE_DOORS, PAGED_HELPERS, Contract
 from kvlint.api.paths import ROOT_MARKERS
 from kvlint.learn.admission import learn_admission
+from kvlint.learn.page_pins import learn_page_pins
 from kvlint.learn.pool_pairing import learn_pool_pairing
 from kvlint.learn.statements import forget_pieces
 from kvlint.learn.binding import learn_binding_methods
@@ -132,6 +133,7 @@ def _learn(config: Config, sources: Mapping[Path, bytes]) -> tuple[Contract, Sco
                   and not learned.values.get("door-checks-mark"))
     learn_admission(scope, learned, unmigrated)
     learn_pool_pairing(contract, scope, learned)
+    learn_page_pins(scope, learned)
     # The trees, pieces and word sets kept for learning's many questions: over sglang/srt they held
     # more memory than the rest of a run, and the next learning reads anew what changed.
     parsed_tree.cache_clear()
@@ -210,7 +212,8 @@ def _keys_to_fill(config: Config) -> set[str]:
     # Learned alongside the values they belong to, never configured on their own.
     auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes",
              "door-reasons", "door-kinds", "door-bases", "mark-gate", "ungated-classes", "binding-methods",
-             "page-split-bases", "page-split-apart", "unmarked-loc-attributes", "admission"}
+             "page-split-bases", "page-split-apart", "page-pinned-classes", "unmarked-loc-attributes",
+             "admission"}
     if config.contract_value("write-loc-class") == AUTO:
         auto.add("write-loc-class")
     if "write-doors" not in dict(config.contract):

@@ -12,6 +12,8 @@ FlashAttention backend (fa3, on `_is_musa`) and the NPU pools (built for `ascend
 
 from __future__ import annotations
 
+from typing import Callable
+
 from kvlint.api.contract import Contract
 from kvlint.api.hierarchy import subclasses
 from kvlint.api.reach import Admission
@@ -26,7 +28,7 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
     split = learned.values.get("page-split-pools", contract.page_split_pools)
     if not isinstance(split, tuple) or not split:
         return
-    registry = _registry(scope, learned, split)
+    registry = backend_registry(scope, learned, lambda: _compared(scope, split))
     if not registry:
         return
     bases = class_bases(scope)
@@ -53,14 +55,15 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
         learned.sources["page-split-apart"] = "learned: the guards each backend class and page-split pool is built under"
 
 
-def _registry(scope: Scope, learned: Learned, split: tuple[str, ...]) -> list[tuple[str, str, tuple[str, ...]]]:
+def backend_registry(
+    scope: Scope, learned: Learned, compared: Callable[[], set[str]]
+) -> list[tuple[str, str, tuple[str, ...]]]:
     """The backend registry as (name, factory, classes returned): the admission's, else the one
-    whose names the page-split pools' guards compare the attention backend with most."""
+    sharing most names with those the question at hand compares (`compared`, asked only then)."""
     admission = learned.values.get("admission")
     if isinstance(admission, Admission) and admission.registry:
         return [(factory.name, factory.function, factory.classes) for factory in admission.registry]
-    unnamed = Ties(scope, {}, class_bases(scope))
-    named = {backend for pool in split for backend in unnamed.backends_compared(pool)}
+    named = compared()
     best: list[tuple[str, str, tuple[str, ...]]] = []
     overlap = 0
     for reads in scope.survey(registry_factories).values():
@@ -68,3 +71,9 @@ def _registry(scope: Scope, learned: Learned, split: tuple[str, ...]) -> list[tu
         if shared > overlap:
             overlap, best = shared, [(read.name, read.function, read.returned) for read in reads]
     return best
+
+
+def _compared(scope: Scope, split: tuple[str, ...]) -> set[str]:
+    """The backend names the page-split pools' guards compare the attention backend with."""
+    unnamed = Ties(scope, {}, class_bases(scope))
+    return {backend for pool in split for backend in unnamed.backends_compared(pool)}

@@ -6,6 +6,8 @@ whenever `ps > 1`; only a size-1 page dim gets the row stride instead of the slo
 view is no hazard where the code pins `ps` above 1 on the way to it:
 
 * a module constant assigned once (`PAGE_SIZE = 64`, `_aliases.constant_page_size`);
+* a method of a class only ever built for backends whose page size the engine forces above 1
+  (`page-pinned-classes`, `kvlint.learn.page_pins`);
 * a test that held: an `if` whose condition (or one of its `and`-ed parts) is `ps == N`, with the
   view in its body, or an `and` chain with `ps == N` before the part holding the view
   (`self.page_size == 16 and kernel(k=k_cache.view(-1, self.page_size, ...))`);
@@ -27,6 +29,7 @@ from kvlint.analysis.dataflow import function_flow
 from kvlint.analysis.walk import code_children
 from kvlint.api.rule import FileContext
 from kvlint.rules.layout._aliases import aliased, constant_page_size
+from kvlint.rules.layout._pool_origin import class_of
 
 _COPIES = frozenset({"contiguous", "clone"})
 
@@ -39,6 +42,9 @@ def harmless_view(ctx: FileContext, call: cst.Call, function: Optional[cst.Funct
         return True
     if function is None:
         return False
+    klass = class_of(ctx, function)
+    if klass is not None and klass.name.value in dict(ctx.contract.page_pinned_classes):
+        return True
     path = _path_to(function.body, call)
     if not path:
         return False

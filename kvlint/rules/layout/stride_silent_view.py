@@ -88,7 +88,9 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
     cache, equal outputs), as the review thread asked. So a view is not
     flagged where the code pins its page size above 1 on the way to it (a
     module constant, `PAGE_SIZE = 64`; an `if`, `and` chain or `assert`
-    testing `page_size == 64`), nor where its result is copied at once
+    testing `page_size == 64`; a backend class the engine only builds for
+    backends whose page size its argument handling forces above 1, listed as
+    `page-pinned-classes` by `kvlint contract`), nor where its result is copied at once
     (`.view(...).contiguous()`, which KV202 judges): there it cannot differ
     from the helpers.
 

@@ -1,0 +1,113 @@
+"""KV201 not in a backend class the engine only runs with whole pages: its argument handling forces
+the page size above 1 for every backend the class is built for (`kvlint.learn.page_pins`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvlint.api.config import load_config
+from kvlint.learn.page_pins import PinRead, page_size_pins
+from kvlint.running.engine import RunOptions, run
+from test_pool_pairing import AITER, ASCEND, MUSA, check
+
+# sglang's post-process for a backend whose kernels need pages of 64 (hpc_ops).
+CLAMP = (
+    "def page_constraints(view):\n"
+    "    page_size = view.page_size\n"
+    "    if view.attention_backend == 'aiter' or view.decode_attention_backend == 'aiter':\n"
+    "        if page_size != 64:\n"
+    "            log('aiter needs 64')\n"
+    "            page_size = 64\n"
+    "    if page_size != view.page_size:\n"
+    "        return {'page_size': page_size}\n"
+    "    return {}\n"
+)
+# Intel XPU's: a list of sizes built in the function, the clamp returning the new size.
+LISTED = (
+    "def xpu_constraint(view):\n"
+    "    prefill_backend, decode_backend = backends_of(view)\n"
+    "    if 'aiter' in (prefill_backend, decode_backend):\n"
+    "        supported = [64, 128]\n"
+    "        if view.use_mla:\n"
+    "            supported.extend([16, 32])\n"
+    "        if view.page_size not in supported:\n"
+    "            return {'page_size': 128}\n"
+    "    return {}\n"
+)
+
+
+def flagged(root: Path, monkeypatch: pytest.MonkeyPatch, overrides: str, **changed: str) -> set[int]:
+    return set(check(root, monkeypatch, **{"overrides.py": overrides, **changed}))
+
+
+def test_a_backend_whose_page_size_is_clamped_above_one_has_no_paging_hazard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The unclamped backends keep theirs.
+    assert flagged(tmp_path, monkeypatch, "") == {MUSA, AITER, ASCEND}
+    assert flagged(tmp_path, monkeypatch, CLAMP) == {MUSA, ASCEND}
+
+
+def test_a_clamp_to_a_list_the_function_builds_pins_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert flagged(tmp_path, monkeypatch, LISTED) == {MUSA, ASCEND}
+    # A size of 1 among the allowed ones pins nothing.
+    assert flagged(tmp_path, monkeypatch, LISTED.replace("[16, 32]", "[1, 32]")) == {MUSA, AITER, ASCEND}
+    # Nor does a list grown from what kvlint cannot read.
+    assert flagged(tmp_path, monkeypatch, LISTED.replace("[16, 32]", "view.sizes")) == {MUSA, AITER, ASCEND}
+
+
+@pytest.mark.parametrize("changed", [
+    # fa4's: the clamp holds only with the other conditions too.
+    ("view.attention_backend == 'aiter' or", "view.attention_backend == 'aiter' and not view.mla and"),
+    ("if page_size != 64:", "if page_size not in [1, 64]:"),
+    ("            page_size = 64\n", "            page_size = view.block_size\n"),
+    ("    if page_size != view.page_size:", "        page_size = view.chunk\n    if page_size != view.page_size:"),
+], ids=["and-ed-with-more", "allows-one", "clamped-to-unknown", "set-again"])
+def test_a_branch_that_does_not_leave_whole_pages_pins_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, changed: tuple[str, str]
+) -> None:
+    assert flagged(tmp_path, monkeypatch, CLAMP.replace(*changed)) == {MUSA, AITER, ASCEND}
+
+
+def test_a_clamp_missing_one_of_the_fields_naming_a_backend_pins_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The file names prefill backends too: aiter chosen for prefill alone runs unclamped.
+    prefill = CLAMP + "\n\ndef prefill_only(view):\n    return view.prefill_attention_backend == 'fa3'\n"
+    assert flagged(tmp_path, monkeypatch, prefill) == {MUSA, AITER, ASCEND}
+    covered = prefill.replace("view.decode_attention_backend == 'aiter'",
+                              "view.decode_attention_backend == 'aiter' or view.prefill_attention_backend == 'aiter'")
+    assert flagged(tmp_path, monkeypatch, covered) == {MUSA, ASCEND}
+
+
+def test_a_class_also_built_outside_the_pinned_backends_keeps_its_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_pool_pairing import BACKENDS
+
+    anywhere = BACKENDS + "\n\nclass AnyAiter(AiterBackend):\n    pass\n\n\ndef make(runner):\n    return AnyAiter(runner)\n"
+    assert flagged(tmp_path, monkeypatch, CLAMP, **{"backends.py": anywhere}) == {MUSA, AITER, ASCEND}
+
+
+def test_the_contract_names_each_pinned_class_with_its_backend_and_clamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    check(tmp_path, monkeypatch, **{"overrides.py": CLAMP})
+    contract = run(load_config(), RunOptions(paths=(Path("."),), jobs=1)).contract
+    assert dict(contract.page_pinned_classes) == {"AiterBackend": "aiter: page size 64 at eng/overrides.py:3"}
+
+
+def test_an_outright_setting_under_the_backend_test_is_read() -> None:
+    # sglang 0.4's ServerArgs.__post_init__.
+    text = (
+        "class ServerArgs:\n"
+        "    def __post_init__(self):\n"
+        "        if self.attention_backend == 'flashmla':\n"
+        "            logger.warning('FlashMLA only supports a page_size of 64')\n"
+        "            self.page_size = 64\n"
+        "        if self.attention_backend == 'torch_native':\n"
+        "            self.page_size = 1\n"
+    )
+    assert page_size_pins(text.encode()) == (PinRead("flashmla", (64,), 3),)
