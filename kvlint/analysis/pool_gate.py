@@ -71,7 +71,11 @@ def mark_not_needed(tree: ProofTree, contract: Contract, where: Place, door: str
 
 def needs_mark(contract: Contract, kind: DoorKind) -> bool:
     """Where the tree's doors check the mark, a definition needs it where it reaches that check; where
-    none does yet (a tree part-way through the migration), wherever it takes a write loc at all."""
+    none does yet (a tree part-way through the migration), wherever it takes a write loc at all. A
+    definition in a class that keeps the tree's gate off with every subclass needs it nowhere: it only
+    ever runs with the gate off, where the check lets a bare loc through."""
+    if contract.mark_gate and kind.klass in contract.ungated_classes:
+        return False
     if contract.door_checks_mark:
         return kind.needs_mark
     return kind.takes in (WRITE_LOC, MIXED)

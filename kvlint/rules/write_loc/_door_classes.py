@@ -16,7 +16,9 @@ from typing import Optional, Union
 import libcst as cst
 
 from kvlint.analysis.index import CallSite
+from kvlint.analysis.pool_gate import needs_mark
 from kvlint.analysis.receivers import receiver_classes
+from kvlint.api.contract import Contract
 from kvlint.api.door_kinds import TENSOR, DoorKind, not_a_write_loc, reachable
 from kvlint.api.rule import FileContext
 
@@ -37,6 +39,10 @@ class DoorCall:
     def is_door(self) -> bool:
         """False where every definition reached takes a tensor: a raw loc is what it wants."""
         return not self.kinds or any(kind.takes != TENSOR for kind in self.kinds)
+
+    def may_refuse(self, contract: Contract) -> bool:
+        """Whether some definition reached may refuse a bare loc (`needs_mark`); True where none was learned."""
+        return not self.kinds or any(needs_mark(contract, kind) for kind in self.kinds)
 
     def unsafe_because(self) -> Optional[str]:
         """Why wrapping the loc in a write loc may break the call, one phrase; None where it cannot."""

@@ -36,7 +36,10 @@ class BareWriteLoc(Rule):
     reaching definition of which is one of those (including the cross-attention
     idiom `fb.out_cache_loc if not layer.is_cross_attention else
     fb.encoder_out_cache_loc`). A name with any other definition (a translator
-    call, a parameter) is not flagged.
+    call, a parameter) is not flagged. Nor is a call none of whose reachable
+    definitions (by the classes its receiver can be) may refuse a bare loc:
+    each takes a tensor, or sits in a pool class that keeps the tree's gate
+    off with every subclass (`ungated-classes` in `kvlint contract`).
 
     Through helpers, across functions and files (the project index): a door's
     loc that is a call of a helper which may return the batch's raw loc on
@@ -324,7 +327,7 @@ class BareWriteLoc(Rule):
                 if loc is None:
                     continue
                 reached = door_call(ctx, site, door)
-                if not reached.is_door:
+                if not reached.is_door or not reached.may_refuse(ctx.contract):
                     continue
                 fix = self._fix(ctx, arg.value, loc)
                 gaps = api_gaps(ctx, *self._needs(loc)) if fix is not None else []
