@@ -120,3 +120,41 @@ def test_a_dead_view_at_a_literal_page_size_of_one_is_not_flagged(tmp_path: Path
     text = DEAD.replace("view(-1, self.page_size, layer.qk_head_dim)", "view(-1, 1, layer.qk_head_dim)")
     assert flagged(tmp_path, monkeypatch, text) == []
     assert flagged(tmp_path, monkeypatch, text + "    return k_buffer\n") == [4]
+
+
+# minimax_m3's fused path: it leaves unless the caches are contiguous, which a token-major
+# per-layer view never is; past that test `.view` splits a contiguous buffer, exact at any page size.
+CONTIGUOUS_ONLY = (
+    "def fused(kv_pool, layer_id):\n"
+    "    k_cache, v_cache = kv_pool.get_kv_buffer(layer_id)\n"
+    "    page_size = int(kv_pool.page_size)\n"
+    "    if page_size <= 0 or not k_cache.is_contiguous() or not v_cache.is_contiguous():\n"
+    "        return None\n"
+    "    pages = k_cache.shape[0] // page_size\n"
+    "    return kernel(k_cache.view(pages, page_size, 8, 128), v_cache.view(pages, page_size, 8, 128))\n"
+)
+
+
+def test_a_view_past_an_exit_unless_its_tensor_is_contiguous_is_not_flagged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert flagged(tmp_path, monkeypatch, CONTIGUOUS_ONLY) == []
+    # Only the tensor tested is covered.
+    assert flagged(tmp_path, monkeypatch, CONTIGUOUS_ONLY.replace(" or not v_cache.is_contiguous()", "")) == [7]
+    # A test `and`-ed with the exit's is no guarantee.
+    anded = CONTIGUOUS_ONLY.replace("page_size <= 0 or not k_cache", "page_size <= 0 and not k_cache")
+    assert flagged(tmp_path, monkeypatch, anded) == [7]
+    # An exit that does not always leave is none either.
+    assert flagged(tmp_path, monkeypatch, CONTIGUOUS_ONLY.replace("        return None\n", "        log()\n")) == [7, 7]
+    # Nor is a test made before the tensor is bound again.
+    rebound = CONTIGUOUS_ONLY.replace("    pages = ", "    k_cache = kv_pool.get_key_buffer(layer_id)\n    pages = ")
+    assert flagged(tmp_path, monkeypatch, rebound) == [8]
+
+
+def test_a_view_under_a_contiguity_test_or_assert_is_not_flagged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = "def f(pool, page_size):\n    k = pool.get_key_buffer(0)\n{guard}    return kernel(k.view(-1, page_size, 8, 128))\n"
+    assert flagged(tmp_path, monkeypatch, body.format(guard="    assert k.is_contiguous()\n")) == []
+    # The view's line indented under the test.
+    under = body.format(guard="    if k.is_contiguous() and page_size > 0:\n    ")
+    assert flagged(tmp_path, monkeypatch, under) == []
+    assert flagged(tmp_path, monkeypatch, body.format(guard="")) == [3]

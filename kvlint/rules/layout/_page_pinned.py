@@ -1,5 +1,5 @@
-"""Where a paging `.view` cannot differ from the paged helpers: its page size is pinned above 1, or
-its result is copied at once.
+"""Where a paging `.view` cannot differ from the paged helpers: its page size is pinned above 1, its
+tensor is shown contiguous, or its result is copied at once.
 
 `x.view(-1, ps, ...)` on a token-major per-layer buffer has the very strides `paged_view` gives
 whenever `ps > 1`; only a size-1 page dim gets the row stride instead of the slot stride. So a
@@ -12,16 +12,20 @@ view is no hazard where the code pins `ps` above 1 on the way to it:
   view in its body, or an `and` chain with `ps == N` before the part holding the view
   (`self.page_size == 16 and kernel(k=k_cache.view(-1, self.page_size, ...))`);
 * an `assert ps == N` in the same or an enclosing block before the statement holding the view,
-  or right after it where that statement only binds the view (the view is used after the assert).
+  or right after it where that statement only binds the view (the view is used after the assert);
+  nothing the test reads may be bound again in between.
 
-Nor is it one where the view is copied at once (`x.view(...).contiguous()`, `.clone()`): no
+Nor is it one whose tensor the code shows contiguous on the way to it, in the same forms (`if
+x.is_contiguous()`, `assert x.is_contiguous()`), or past an `if` that always leaves unless it is
+(`if not x.is_contiguous() or ...: return`): a token-major per-layer view never is contiguous, and
+on a contiguous buffer `.view` is exact at any page size. Nor is it one where the view is copied at once (`x.view(...).contiguous()`, `.clone()`): no
 kernel sees its strides; KV202 judges the copy. Nor one bound to a name nothing reads. `ps` is
 matched by its source text, after following the function's local aliases (`ps = self.page_size`).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import libcst as cst
 
@@ -32,6 +36,8 @@ from kvlint.rules.layout._aliases import aliased, constant_page_size
 from kvlint.rules.layout._pool_origin import class_of
 
 _COPIES = frozenset({"contiguous", "clone"})
+# A test on the way to a view that, where it holds, makes the view safe.
+Safe = Callable[["cst.BaseExpression"], bool]
 
 
 def harmless_view(ctx: FileContext, call: cst.Call, function: Optional[cst.FunctionDef]) -> bool:
@@ -51,7 +57,13 @@ def harmless_view(ctx: FileContext, call: cst.Call, function: Optional[cst.Funct
     if _copied_at_once(path) or _never_read(ctx, path, function):
         return True
     spelled = _spelling(ctx, page_size, function)
-    return _held_before(ctx, path, spelled, function) or _asserted(ctx, path, spelled, function)
+    tensor = _spelling(ctx, call.func.value, function) if isinstance(call.func, cst.Attribute) else ""
+
+    def safe(test: cst.BaseExpression) -> bool:
+        return _pins(ctx, test, spelled, function) or bool(tensor) and _contiguous(ctx, test, tensor, function)
+
+    rebound = {spelled, tensor} - {""}
+    return _held_before(path, safe) or _asserted(path, safe, rebound) or _exited_unless(path, safe, rebound)
 
 
 def _path_to(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode]:
@@ -111,9 +123,7 @@ def _spelling(ctx: FileContext, expr: cst.BaseExpression, function: cst.Function
 
 
 def _pins(ctx: FileContext, test: cst.BaseExpression, spelled: str, function: cst.FunctionDef) -> bool:
-    """Whether `test` holding means the page size is an int above 1: `ps == N`, or an `and` with such a part."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return _pins(ctx, test.left, spelled, function) or _pins(ctx, test.right, spelled, function)
+    """`ps == N` with N above 1."""
     if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
         return False
     target = test.comparisons[0]
@@ -125,31 +135,82 @@ def _pins(ctx: FileContext, test: cst.BaseExpression, spelled: str, function: cs
     return False
 
 
-def _held_before(ctx: FileContext, path: list[cst.CSTNode], spelled: str, function: cst.FunctionDef) -> bool:
-    """An `if` with the view in its body, or an `and` chain with the view in a later part, whose test pins it."""
+def _contiguous(ctx: FileContext, test: cst.BaseExpression, tensor: str, function: cst.FunctionDef) -> bool:
+    """`x.is_contiguous()` on the viewed tensor: a token-major per-layer view never is one."""
+    return (isinstance(test, cst.Call) and not test.args and isinstance(test.func, cst.Attribute)
+            and test.func.attr.value == "is_contiguous" and _spelling(ctx, test.func.value, function) == tensor)
+
+
+def _holds(test: cst.BaseExpression, safe: Safe) -> bool:
+    """Whether `test` holding makes the view safe: a safe part, alone or `and`-ed with others."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _holds(test.left, safe) or _holds(test.right, safe)
+    return safe(test)
+
+
+def _fails(test: cst.BaseExpression, safe: Safe) -> bool:
+    """Whether `test` failing makes the view safe: `not <safe>`, alone or `or`-ed with others."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _fails(test.left, safe) or _fails(test.right, safe)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _holds(test.expression, safe)
+    return False
+
+
+def _held_before(path: list[cst.CSTNode], safe: Safe) -> bool:
+    """An `if` with the view in its body, or an `and` chain with the view in a later part, whose test makes it safe."""
     for parent, child in zip(path, path[1:]):
-        if isinstance(parent, cst.If) and child is parent.body and _pins(ctx, parent.test, spelled, function):
+        if isinstance(parent, cst.If) and child is parent.body and _holds(parent.test, safe):
             return True
         if (isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And)
-                and child is parent.right and _pins(ctx, parent.left, spelled, function)):
+                and child is parent.right and _holds(parent.left, safe)):
             return True
     return False
 
 
-def _asserted(ctx: FileContext, path: list[cst.CSTNode], spelled: str, function: cst.FunctionDef) -> bool:
-    """An `assert ps == N` before the statement holding the view in its block or an enclosing one, or
-    right after it where that statement only binds the view."""
-    for parent, child in zip(path, path[1:]):
+def _asserted(path: list[cst.CSTNode], safe: Safe, rebound: set[str]) -> bool:
+    """An `assert` making the view safe before the statement holding it, in its block or an enclosing
+    one, with nothing tested rebound in between; or right after it where that statement only binds the view."""
+    for before in _statements_before(path, rebound):
+        if isinstance(before, cst.SimpleStatementLine) and any(
+                isinstance(small, cst.Assert) and _holds(small.test, safe) for small in before.body):
+            return True
+    return False
+
+
+def _exited_unless(path: list[cst.CSTNode], safe: Safe, rebound: set[str]) -> bool:
+    """`if not x.is_contiguous() or ...: return` before the statement holding the view: past it the test failed."""
+    return any(isinstance(before, cst.If) and before.orelse is None and _exits(before.body) and _fails(before.test, safe)
+               for before in _statements_before(path, rebound))
+
+
+def _statements_before(path: list[cst.CSTNode], rebound: set[str]) -> list[cst.CSTNode]:
+    """The statements that run before the one holding the view in each block holding it, back to the
+    last one rebinding a tested name (an assert right after a statement that only binds the view counts)."""
+    found: list[cst.CSTNode] = []
+    for parent, child in reversed(list(zip(path, path[1:]))):
         body: list[cst.CSTNode] = list(parent.body) if isinstance(parent, cst.IndentedBlock) else []
         if child not in body:
             continue
         at = body.index(child)
-        before = body[:at]
         if _binds_only(child, path):
-            before += body[at + 1 : at + 2]
-        if any(_asserts(ctx, statement, spelled, function) for statement in before):
-            return True
-    return False
+            found += body[at + 1 : at + 2]
+        for statement in reversed(body[:at]):
+            if _rebinds(statement, rebound):
+                return found
+            found.append(statement)
+    return found
+
+
+def _exits(block: cst.BaseSuite) -> bool:
+    last = block.body[-1] if isinstance(block, cst.IndentedBlock) and block.body else None
+    return isinstance(last, cst.SimpleStatementLine) and isinstance(
+        last.body[-1], (cst.Return, cst.Raise, cst.Continue, cst.Break))
+
+
+def _rebinds(statement: cst.CSTNode, names: set[str]) -> bool:
+    targets = (node.target for node in _below(statement) if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)))
+    return any(cst.Module(body=[]).code_for_node(target) in names for target in targets)
 
 
 def _binds_only(statement: cst.CSTNode, path: list[cst.CSTNode]) -> bool:
@@ -158,9 +219,3 @@ def _binds_only(statement: cst.CSTNode, path: list[cst.CSTNode]) -> bool:
         return False
     assign = statement.body[0]
     return isinstance(assign, cst.Assign) and assign.value is path[-1]
-
-
-def _asserts(ctx: FileContext, statement: cst.CSTNode, spelled: str, function: cst.FunctionDef) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and any(
-        isinstance(small, cst.Assert) and _pins(ctx, small.test, spelled, function) for small in statement.body
-    )

@@ -90,9 +90,10 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
     module constant, `PAGE_SIZE = 64`; an `if`, `and` chain or `assert`
     testing `page_size == 64`; a backend class the engine only builds for
     backends whose page size its argument handling forces above 1, listed as
-    `page-pinned-classes` by `kvlint contract`), nor where its result is copied at once
-    (`.view(...).contiguous()`, which KV202 judges): there it cannot differ
-    from the helpers.
+    `page-pinned-classes` by `kvlint contract`), nor past a test that the
+    tensor is contiguous (a token-major view never is), nor where its result
+    is copied at once (`.view(...).contiguous()`, which KV202 judges): there
+    it cannot differ from the helpers.
 
     ## Example
     ```python
@@ -172,8 +173,7 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
             "    n = self.page_size if flag else self.chunk\n"
             "    return k.view(-1, blk, 8, 128), k.view(-1, n, 8, 128)\n"
         ),
-        # The page size is pinned above 1 on the way to the view, where it keeps the helpers' strides;
-        # a view copied at once shows no kernel its strides (KV202 judges the copy).
+        # Page size pinned above 1 or tensor shown contiguous on the way: the helpers' strides; copied at once: KV202's.
         Valid("PAGE_SIZE = 64\n\ndef f(pool):\n    return pool.get_key_buffer(0).view(-1, PAGE_SIZE, 576)\n"),
         Valid("def f(self, pool, layer):\n    k = pool.get_key_buffer(layer.layer_id)\n"
               "    if self.page_size == 16 and fits(layer):\n        run(k.view(-1, self.page_size, 8, 128))\n"
@@ -181,6 +181,8 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
         Valid("def f(self, pool):\n    k = pool.get_key_buffer(0).view(-1, self.page_size, 1, 576)\n"
               "    assert self.page_size == 64, 'only page size 64'\n"
               "    return k, pool.get_key_buffer(0).view(-1, self.page_size, 8, 64).contiguous()\n"),
+        Valid("def f(pool, page_size):\n    k = pool.get_key_buffer(0)\n    if not k.is_contiguous():\n        return None\n"
+              "    return k.view(-1, page_size, 8, 128)\n"),
     ]
     INVALID = [
         Invalid(
