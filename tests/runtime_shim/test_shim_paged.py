@@ -130,3 +130,17 @@ def test_slot_count_not_divisible_by_page_size_is_refused(token_major_k, call):
 def test_non_positive_page_size_is_refused(token_major_k):
     with pytest.raises(ValueError, match="page_size must be >= 1, got 0"):
         paged_view(token_major_k, 0)
+
+
+@pytest.mark.parametrize("layer", [0, 31])
+def test_a_token_major_layer_view_is_never_contiguous_so_a_contiguity_test_keeps_it_out(thread_geometry, layer):
+    # KV201 clears a view past `if not k.is_contiguous(): return`: the pool's views never get there...
+    pool = TokenMajorMHAPool(**thread_geometry)
+    assert not pool.get_key_buffer(layer).is_contiguous()
+    assert not pool.get_value_buffer(layer).is_contiguous()
+
+
+@pytest.mark.parametrize("page_size", [1, 4, 256])
+def test_on_a_contiguous_buffer_view_and_helper_agree_at_every_page_size(contiguous_k, page_size):
+    # ...and what does is split exactly by `.view`, page size 1 included.
+    assert _geometry(contiguous_k.view(-1, page_size, 4, 128)) == _geometry(paged_kv_view(contiguous_k, page_size, 4, 128))

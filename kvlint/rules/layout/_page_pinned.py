@@ -17,8 +17,8 @@ view is no hazard where the code pins `ps` above 1 on the way to it:
 
 Nor is it one whose tensor the code shows contiguous on the way to it, in the same forms (`if
 x.is_contiguous()`, `assert x.is_contiguous()`), or past an `if` that always leaves unless it is
-(`if not x.is_contiguous() or ...: return`): a token-major per-layer view never is contiguous, and
-on a contiguous buffer `.view` is exact at any page size. Nor is it one where the view is copied at once (`x.view(...).contiguous()`, `.clone()`): no
+(`if not x.is_contiguous() or ...: return`): on a contiguous buffer `.view` is exact at any page
+size, and a token-major per-layer view is contiguous only where its entry holds that row alone. Nor is it one where the view is copied at once (`x.view(...).contiguous()`, `.clone()`): no
 kernel sees its strides; KV202 judges the copy. Nor one bound to a name nothing reads. `ps` is
 matched by its source text, after following the function's local aliases (`ps = self.page_size`).
 """
@@ -136,7 +136,7 @@ def _pins(ctx: FileContext, test: cst.BaseExpression, spelled: str, function: cs
 
 
 def _contiguous(ctx: FileContext, test: cst.BaseExpression, tensor: str, function: cst.FunctionDef) -> bool:
-    """`x.is_contiguous()` on the viewed tensor: a token-major per-layer view never is one."""
+    """`x.is_contiguous()` on the viewed tensor: where it holds, `.view` splits it exactly."""
     return (isinstance(test, cst.Call) and not test.args and isinstance(test.func, cst.Attribute)
             and test.func.attr.value == "is_contiguous" and _spelling(ctx, test.func.value, function) == tensor)
 
