@@ -111,3 +111,16 @@ def test_an_outright_setting_under_the_backend_test_is_read() -> None:
         "            self.page_size = 1\n"
     )
     assert page_size_pins(text.encode()) == (PinRead("flashmla", (64,), 3),)
+
+
+def test_an_edit_to_the_clamp_is_learned_again_with_the_cache_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def cached(overrides: str) -> set[int]:
+        check(tmp_path, monkeypatch, **{"overrides.py": overrides})  # writes the tree
+        findings = run(load_config(), RunOptions(paths=(Path("."),), jobs=1, cache=True)).findings
+        return {f.line for f in findings if f.code == "KV201" and f.path.endswith("backends.py")}
+
+    # One tree checked three times with its result and contract caches: the clamp is read anew each time.
+    assert cached(CLAMP) == {MUSA, ASCEND}
+    assert cached(CLAMP.replace("page_size = 64", "page_size = 1")) == {MUSA, AITER, ASCEND}
+    assert cached(CLAMP) == {MUSA, ASCEND}
+    assert (tmp_path / ".kvlint_cache").is_dir()
