@@ -82,6 +82,18 @@ def test_a_clamp_missing_one_of_the_fields_naming_a_backend_pins_nothing(
     assert flagged(tmp_path, monkeypatch, covered) == {MUSA, ASCEND}
 
 
+@pytest.mark.parametrize("elsewhere", [
+    "def dllm(view):\n    if view.attention_backend == 'aiter' and view.dllm:\n        return {'page_size': view.block_size}\n",
+    "def small(view):\n    if 'aiter' in (view.prefill_backend, view.decode_backend):\n        view.page_size = 1\n",
+], ids=["and-ed-unreadable", "set-to-one"])
+def test_a_branch_elsewhere_that_may_set_another_size_for_the_backend_undoes_its_pin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, elsewhere: str
+) -> None:
+    assert flagged(tmp_path, monkeypatch, CLAMP, **{"later.py": elsewhere}) == {MUSA, AITER, ASCEND}
+    # A branch for another backend leaves the pin alone.
+    assert flagged(tmp_path, monkeypatch, CLAMP, **{"later.py": elsewhere.replace("'aiter'", "'fa3'")}) == {MUSA, ASCEND}
+
+
 def test_a_class_also_built_outside_the_pinned_backends_keeps_its_findings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,7 +122,8 @@ def test_an_outright_setting_under_the_backend_test_is_read() -> None:
         "        if self.attention_backend == 'torch_native':\n"
         "            self.page_size = 1\n"
     )
-    assert page_size_pins(text.encode()) == (PinRead("flashmla", (64,), 3),)
+    # A branch leaving a size of 1 is read too: it undoes any pin of its backend.
+    assert page_size_pins(text.encode()) == (PinRead("flashmla", (64,), 3), PinRead("torch_native", (), 6))
 
 
 def test_an_edit_to_the_clamp_is_learned_again_with_the_cache_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

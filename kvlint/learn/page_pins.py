@@ -37,17 +37,20 @@ from kvlint.learn.tree import Learned, class_bases, parsed_tree
 
 _PAGE_SIZE = "page_size"
 _FIELD = "attention_backend"
-# Where a page size is set to a literal (`page_size = 64`, `{"page_size": 64}`): a pin ends in one.
-_SET_TO_CONSTANT = re.compile(rb"page_size[\"']?\s*[:=]\s*\d")
+# Where a page size is set (`page_size = 64`, `{"page_size": n}`): each pin, or branch undoing one, does.
+_SETS = re.compile(rb"page_size[\"']?\s*(?::|=(?!=))")
 # A field naming an attention backend compared with a name: `cfg.decode_attention_backend == "fa3"`.
 _FIELD_COMPARED = re.compile(rb"attention_backend\s*[!=]=\s*[\"']")
 _FIELD_PREFIX = re.compile(rb"\w*$")
 # A name tested among the resolved backends: `"intel_xpu" in (prefill_backend, decode_backend)`.
-_MEMBER_OF_BACKENDS = re.compile(rb"[\"']\s+in\s+[(\[]\s*\w*backend")
+_MEMBER_OF_BACKENDS = re.compile(rb"[\"']\s+in\s+[(\[]\s*[\w.]*backend")
 
 
 @dataclass(frozen=True)
 class PinRead:
+    """A branch for `backend` leaving the page size one of `sizes`; () where it may leave it
+    anything else (a test `and`-ed with more, a size of 1, a value kvlint cannot read)."""
+
     backend: str
     sizes: tuple[int, ...]
     line: int = field(compare=False)
@@ -55,7 +58,7 @@ class PinRead:
 
 def page_size_pins(data: bytes) -> tuple[PinRead, ...]:
     """The page-size pins a file states, remembered by content."""
-    if b"backend" not in data or not _SET_TO_CONSTANT.search(data):
+    if b"backend" not in data or not _SETS.search(data):
         return ()
     if not (_FIELD_COMPARED.search(data) or _MEMBER_OF_BACKENDS.search(data)):
         return ()
@@ -65,11 +68,17 @@ def page_size_pins(data: bytes) -> tuple[PinRead, ...]:
 def learn_page_pins(scope: Scope, learned: Learned) -> None:
     """`page-pinned-classes`: each class with the backends pinning its page size, and where."""
     pins: dict[str, list[str]] = {}
+    unpinned: set[str] = set()
     for path, reads in scope.survey(page_size_pins).items():
         for read in reads:
+            learned.pin(path, read.line)
+            if not read.sizes:
+                unpinned.add(read.backend)
+                continue
             sizes = "/".join(map(str, read.sizes))
             pins.setdefault(read.backend, []).append(f"page size {sizes} at {scope.shown(path)}:{read.line}")
-            learned.pin(path, read.line)
+    for backend in unpinned:
+        pins.pop(backend, None)
     if not pins:
         return
     registry = backend_registry(scope, learned, lambda: set(pins))
@@ -100,21 +109,26 @@ def _pins(data: bytes) -> Iterator[PinRead]:
     fields = frozenset(_field_at(data, match.start()) for match in _FIELD_COMPARED.finditer(data)) - {""}
     lists: dict[int, dict[str, frozenset[int]]] = {}
     asked: set[int] = set()
-    for line in sorted({data.count(b"\n", 0, match.start()) + 1 for match in _SET_TO_CONSTANT.finditer(data)}):
+    for line in sorted({data.count(b"\n", 0, match.start()) + 1 for match in _SETS.finditer(data)}):
         function, branches = _around(tree, line)
         for branch in branches:
             if id(branch) in asked:
                 continue
             asked.add(id(branch))
-            named = _backends_tested(branch.test)
-            backends = sorted(backend for backend, seen in named.items() if seen is None or fields <= seen)
-            if not backends:
+            mentioned = _backends_mentioned(branch.test)
+            if not mentioned:
                 continue
+            named = _backends_tested(branch.test)
+            exact = {backend for backend, seen in named.items() if seen is None or fields <= seen}
             if id(function) not in lists:
                 lists[id(function)] = _literal_lists(function) if function is not None else {}
-            sizes = _pinned_sizes(branch.body, lists[id(function)])
-            if sizes and min(sizes) > 1:
-                yield from (PinRead(backend, tuple(sorted(sizes)), branch.lineno) for backend in backends)
+            sizes = _pinned_sizes(branch.body, lists[id(function)]) if exact else None
+            pinned = tuple(sorted(sizes)) if sizes and min(sizes) > 1 else ()
+            for backend in sorted(mentioned):
+                if backend in exact and pinned:
+                    yield PinRead(backend, pinned, branch.lineno)
+                elif any(_sets_page_size(statement) for statement in branch.body):
+                    yield PinRead(backend, (), branch.lineno)
 
 
 def _field_at(data: bytes, start: int) -> str:
@@ -139,6 +153,15 @@ def _around(tree: ast.Module, line: int) -> tuple[Optional[ast.AST], list[ast.If
         elif isinstance(inner, ast.If):
             branches.append(inner)
         node = inner
+
+
+def _backends_mentioned(test: ast.expr) -> frozenset[str]:
+    """Every backend name a test compares with a backend field or looks up among backends, in any part."""
+    found: set[str] = set()
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            found.update(_backends_tested(node))
+    return frozenset(found)
 
 
 def _backends_tested(test: ast.expr) -> dict[str, Optional[frozenset[str]]]:
