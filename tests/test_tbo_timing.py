@@ -158,6 +158,24 @@ def test_a_runtime_cache_filled_by_a_helper_the_model_calls_is_not_reported() ->
     assert extra_finding(files) is None
 
 
+@pytest.mark.parametrize("helper,call", [
+    ("    def _stash(self, ids, fb):\n        fb.extra = ids * 2\n", "        self._stash(input_ids, forward_batch)\n"),
+    ("\n\ndef _stash(ids, fb):\n    fb.extra = ids * 2\n", "        _stash(input_ids, forward=forward_batch)\n"),
+], ids=["method", "module-function"])
+def test_a_helper_handed_the_batch_unannotated_sets_it_where_its_caller_runs(helper: str, call: str) -> None:
+    # The model forward hands the batch to a helper that does not name the batch class: after the split.
+    files = tree(model_body=call)
+    files["eng/models/model.py"] += helper if helper.startswith("    ") else helper.replace("fb)", "forward)").replace("fb.", "forward.")
+    assert extra_finding(files) is None
+    # A worker handing it to such a helper before running the batch: the helper's write counts.
+    files = tree(worker=True)
+    files["eng/worker.py"] = files["eng/worker.py"].replace(
+        "        forward_batch.extra = schedule_batch.extra\n", "        self._fill(schedule_batch, forward_batch)\n"
+    ) + "\n    def _fill(self, schedule_batch, fb):\n        fb.extra = schedule_batch.extra\n"
+    finding = extra_finding(files)
+    assert finding is not None and "eng/worker.py" in finding.message
+
+
 def test_timing_is_the_same_when_the_tree_is_checked_from_inside_its_package() -> None:
     # From inside `eng/`, paths lose the package (`dp.py`) while the imports keep it (`eng.dp`).
     files = tree(dp_body="    forward_batch.extra = hidden.shape[0]\n")

@@ -5,8 +5,9 @@ value in it, so the rule looks for the writes that put one there:
 `batch.f = v`, `setattr(batch, "f", v)`, `Batch(f=v)`, and `cls(f=v)` /
 `ret.f = v` inside the batch class's own factories (`init_new`). A receiver
 counts as a batch only on evidence: a parameter or local annotated with the
-batch class, a local bound from a batch constructor or factory, or `self`
-inside the batch class. A bare name like `batch` is not evidence: the
+batch class, a local bound from a batch constructor or factory, `self`
+inside the batch class, or a parameter that a function of the same module
+hands a batch (`self._core(q, forward_batch)`, `_fill(forward_batch)`). A bare name like `batch` is not evidence: the
 scheduler's `ScheduleBatch` shares many field names.
 
 A write whose value reads the same field of the same batch (`self.f =
@@ -24,7 +25,7 @@ from typing import Optional
 from kvlint.api.rule import one_line_code
 from kvlint.rules.tbo._calls import batch_call
 from kvlint.rules.tbo._conditions import conditional_nodes
-from kvlint.rules.tbo._facts import Assignment, Call, FunctionFact, FunctionKey
+from kvlint.rules.tbo._facts import Assignment, Call, CallKind, FunctionFact, FunctionKey
 from kvlint.rules.tbo._names import is_none, string_value, trailing_name
 from kvlint.rules.tbo._source import SourceText
 from kvlint.rules.tbo._values import never_none
@@ -44,6 +45,7 @@ def scan_batch_code(
     for statement in tree.body:
         cut = not whole and isinstance(statement, ast.ClassDef)
         finder.scan(statement, klass=None, batches=frozenset(), function=None, cut=cut)
+    finder.scan_handed()
     functions = [
         FunctionFact(key, finder.batch_params.get(key, ()), key in finder.constructs, tuple(calls))
         for key, calls in finder.calls.items()
@@ -62,6 +64,10 @@ class _AssignmentFinder:
         self.calls: dict[FunctionKey, list[Call]] = {}
         self.batch_params: dict[FunctionKey, tuple[int | str, ...]] = {}
         self.constructs: set[FunctionKey] = set()
+        # Functions of the module passed over for naming no batch, and where a scanned one hands
+        # them a batch (`self._core(q, fb)`, `_helper(fb)`): those parameters hold one after all.
+        self.passed_over: dict[FunctionKey, Function] = {}
+        self.handed: dict[FunctionKey, set[int | str]] = {}
         # Nodes met so far, in source order: where a write or call stands relative to another.
         self.order = 0
         # The outermost function being scanned, and the ids of its nodes that need not run whenever
@@ -70,7 +76,8 @@ class _AssignmentFinder:
         self.conditional: Optional[set[int]] = None
 
     def scan(
-        self, scope: ast.AST, klass: Optional[str], batches: frozenset[str], function: Optional[FunctionKey], cut: bool = False
+        self, scope: ast.AST, klass: Optional[str], batches: frozenset[str], function: Optional[FunctionKey], cut: bool = False,
+        handed: tuple[int | str, ...] = (),
     ) -> None:
         """Scan one scope's own nodes, then each nested scope with its own batch names.
 
@@ -79,12 +86,15 @@ class _AssignmentFinder:
         if isinstance(scope, ast.ClassDef):
             klass, batches = scope.name, frozenset()
         in_batch_class = klass == self.batch_class
-        if isinstance(scope, FUNCTIONS) and function is None and not in_batch_class and not self._names_batch_class(scope):
-            # Nothing in it is typed or built as a batch, so it neither writes one nor hands one on.
+        if (isinstance(scope, FUNCTIONS) and function is None and not handed and not in_batch_class
+                and not self._names_batch_class(scope)):
+            # Nothing in it is typed or built as a batch, so it neither writes one nor hands one on,
+            # unless a function of this module hands it one (`scan_handed`).
+            self.passed_over[(klass or "", scope.name)] = scope
             return
         nodes = _header_and_definitions(scope) if isinstance(scope, ast.ClassDef) and cut else list(own_nodes(scope))
         if isinstance(scope, FUNCTIONS):
-            own = self._batch_names(scope, nodes, in_batch_class)
+            own = self._batch_names(scope, nodes, in_batch_class, handed)
             if function is None:
                 function = (klass or "", scope.name)
                 self.calls[function] = []
@@ -111,11 +121,21 @@ class _AssignmentFinder:
         first = function.decorator_list[0] if function.decorator_list else function
         return self.batch_class in self.source.text[self.source.start(first) : self.source.end(function)]
 
+    def scan_handed(self) -> None:
+        """Scan each passed-over function a scanned one hands a batch, with the parameters it gets one in."""
+        while pending := [key for key in self.handed if key in self.passed_over]:
+            for key in pending:
+                scope = self.passed_over.pop(key)
+                self.scan(scope, key[0] or None, frozenset(), None, handed=tuple(self.handed[key]))
+
     def _call(self, node: ast.Call, batches: frozenset[str], in_batch_class: bool, function: Optional[FunctionKey]) -> None:
         if function is not None:
             call = batch_call(node, self.order, batches, self.imports, self.batch_class, self._conditional)
             if call is not None:
                 self.calls[function].append(call)
+                own = {CallKind.SELF: function[0], CallKind.NAME: ""}.get(call.kind) if call.origin is None else None
+                if own is not None and call.batch_args:
+                    self.handed.setdefault((own, call.name), set()).update(call.batch_args)
         if self._constructs_batch(node, in_batch_class):
             if function is not None:
                 self.constructs.add(function)
@@ -166,7 +186,7 @@ class _AssignmentFinder:
         return self._constructs_batch(value, in_batch_class)
 
     def _batch_names(
-        self, function: Function, nodes: list[ast.AST], in_batch_class: bool
+        self, function: Function, nodes: list[ast.AST], in_batch_class: bool, handed: tuple[int | str, ...] = ()
     ) -> tuple[frozenset[str], tuple[int | str, ...]]:
         """The function's names holding a batch, and its batch parameters by position and name."""
         names: set[str] = set()
@@ -178,7 +198,8 @@ class _AssignmentFinder:
             positional = positional[1:]
         batch_params: list[int | str] = []
         for index, param in enumerate((*positional, *params.kwonlyargs)):
-            if param.annotation is not None and self._annotates_batch(param.annotation):
+            given = (index < len(positional) and index in handed) or param.arg in handed
+            if given or param.annotation is not None and self._annotates_batch(param.annotation):
                 names.add(param.arg)
                 batch_params.extend((index, param.arg) if index < len(positional) else (param.arg,))
         for node in nodes:

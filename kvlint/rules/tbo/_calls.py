@@ -47,7 +47,7 @@ def _kept(
         return None
     name = func.attr
     if isinstance(receiver, ast.Name) and receiver.id in SELF_NAMES:
-        return Call(order, CallKind.SELF, name, conditional=conditional)
+        return Call(order, CallKind.SELF, name, batch_args=batch_args, conditional=conditional)
     if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
         return Call(order, CallKind.SELF, name, conditional=conditional)
     if isinstance(receiver, ast.Name) and receiver.id in batches:
