@@ -98,7 +98,8 @@ def learn_page_pins(scope: Scope, learned: Learned) -> None:
         pinned.append((klass, "; ".join(f"{backend}: {', '.join(pins[backend])}" for backend in backends)))
     if pinned:
         learned.values["page-pinned-classes"] = tuple(pinned)
-        learned.sources["page-pinned-classes"] = "learned: the backends each class is built for, and the page sizes the engine forces on them"
+        learned.sources["page-pinned-classes"] = (
+            "learned: the backends each class is built for, and the page sizes the engine forces on them")
 
 
 def _pins(data: bytes) -> Iterator[PinRead]:
@@ -144,8 +145,8 @@ def _around(tree: ast.Module, line: int) -> tuple[Optional[ast.AST], list[ast.If
     branches: list[ast.If] = []
     node: ast.AST = tree
     while True:
-        inner = next((child for child in ast.iter_child_nodes(node)
-                      if isinstance(child, ast.stmt) and child.lineno <= line <= (child.end_lineno or child.lineno)), None)
+        inner = next((child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)
+                      and child.lineno <= line <= (child.end_lineno or child.lineno)), None)
         if inner is None:
             return function, branches
         if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -243,13 +244,18 @@ def _set_to(statement: ast.stmt) -> Optional[int]:
 
 def _sets_page_size(statement: ast.stmt) -> bool:
     for node in ast.walk(statement):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-        if any(_spelled(target).endswith(_PAGE_SIZE) for target in targets):
+        if any(_spelled(target).endswith(_PAGE_SIZE) for target in _targets(node)):
             return True
         if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
             if any(key is not None and _string(key) == _PAGE_SIZE for key in node.value.keys):
                 return True
     return False
+
+
+def _targets(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        return node.targets
+    return [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
 
 
 def _literal_lists(function: ast.AST) -> dict[str, frozenset[int]]:
@@ -260,12 +266,10 @@ def _literal_lists(function: ast.AST) -> dict[str, frozenset[int]]:
     for node in ast.walk(function):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name, values = node.targets[0].id, _integers(node.value, {})
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
-              and node.func.attr in ("extend", "append") and len(node.args) == 1):
-            name = node.func.value.id
-            argument = node.args[0]
-            single = _integer(argument) if node.func.attr == "append" else None
-            values = frozenset({single}) if single is not None else _integers(argument, {}) if node.func.attr == "extend" else None
+        elif (growth := _growth(node)) is not None:
+            name, method, argument = growth
+            single = _integer(argument)
+            values = _integers(argument, {}) if method == "extend" else None if single is None else frozenset({single})
         else:
             continue
         if values is None:
@@ -273,6 +277,16 @@ def _literal_lists(function: ast.AST) -> dict[str, frozenset[int]]:
         else:
             found.setdefault(name, set()).update(values)
     return {name: frozenset(values) for name, values in found.items() if name not in spoiled}
+
+
+def _growth(node: ast.AST) -> Optional[tuple[str, str, ast.expr]]:
+    """`name.extend(x)` or `name.append(x)`: the name, the method and `x`."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and len(node.args) == 1):
+        return None
+    receiver = node.func.value
+    if not isinstance(receiver, ast.Name) or node.func.attr not in ("extend", "append"):
+        return None
+    return receiver.id, node.func.attr, node.args[0]
 
 
 def _integers(node: ast.expr, lists: dict[str, frozenset[int]]) -> Optional[frozenset[int]]:

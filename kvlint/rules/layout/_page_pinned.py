@@ -18,9 +18,12 @@ view is no hazard where the code pins `ps` above 1 on the way to it:
 Nor is it one whose tensor the code shows contiguous on the way to it, in the same forms (`if
 x.is_contiguous()`, `assert x.is_contiguous()`), or past an `if` that always leaves unless it is
 (`if not x.is_contiguous() or ...: return`): on a contiguous buffer `.view` is exact at any page
-size, and a token-major per-layer view is contiguous only where its entry holds that row alone. Nor is it one where the view is copied at once (`x.view(...).contiguous()`, `.clone()`): no
-kernel sees its strides; KV202 judges the copy. Nor one bound to a name nothing reads. `ps` is
-matched by its source text, after following the function's local aliases (`ps = self.page_size`).
+size, and a token-major per-layer view is contiguous only where its entry holds that row alone.
+
+Nor is it one where the view is copied at once (`x.view(...).contiguous()`, `.clone()`): no
+kernel sees its strides; KV202 judges the copy. Nor one bound to a name nothing reads. `ps` and
+`x` are matched by their source text, after following the function's local aliases (`ps =
+self.page_size`).
 """
 
 from __future__ import annotations
