@@ -28,12 +28,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from kvlint.api.hierarchy import subclasses
 from kvlint.learn.memo import remembered
-from kvlint.learn.pool_pairing import backend_registry
+from kvlint.learn.pool_pairing import backend_registry, registry_consumers
 from kvlint.learn.scope import Scope
-from kvlint.learn.ties import Ties
-from kvlint.learn.tree import Learned, class_bases, parsed_tree
+from kvlint.learn.tree import Learned, parsed_tree
 
 _PAGE_SIZE = "page_size"
 _FIELD = "attention_backend"
@@ -84,10 +82,7 @@ def learn_page_pins(scope: Scope, learned: Learned) -> None:
     registry = backend_registry(scope, learned, lambda: set(pins))
     if not registry:
         return
-    bases = class_bases(scope)
-    built = {name for _, _, classes in registry for name in classes}
-    consumers = sorted(subclasses(built, bases) - {function for _, function, _ in registry})
-    ties = Ties(scope, {function: name for name, function, _ in registry}, bases)
+    consumers, ties = registry_consumers(scope, registry)
     ties.fetch(consumers)
     pinned: list[tuple[str, str]] = []
     for klass in consumers:

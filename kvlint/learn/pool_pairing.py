@@ -31,11 +31,7 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
     registry = backend_registry(scope, learned, lambda: _compared(scope, split))
     if not registry:
         return
-    bases = class_bases(scope)
-    built = {name for _, _, classes in registry for name in classes}
-    # What a factory returns may be another factory: only classes are consumers.
-    consumers = sorted(subclasses(built, bases) - {function for _, function, _ in registry})
-    ties = Ties(scope, {function: name for name, function, _ in registry}, bases)
+    consumers, ties = registry_consumers(scope, registry)
     ties.fetch([*split, *consumers])
     pools = {pool: ties.of(pool) or None for pool in split}
     if all(tie is None for tie in pools.values()):
@@ -71,6 +67,16 @@ def backend_registry(
         if shared > overlap:
             overlap, best = shared, [(read.name, read.function, read.returned) for read in reads]
     return best
+
+
+def registry_consumers(scope: Scope, registry: list[tuple[str, str, tuple[str, ...]]]) -> tuple[list[str], Ties]:
+    """The classes the registry's factories build, with their subclasses, and the ties of the
+    places building them, read against that registry (nothing fetched yet)."""
+    bases = class_bases(scope)
+    built = {name for _, _, classes in registry for name in classes}
+    # What a factory returns may be another factory: only classes are consumers.
+    consumers = sorted(subclasses(built, bases) - {function for _, function, _ in registry})
+    return consumers, Ties(scope, {function: name for name, function, _ in registry}, bases)
 
 
 def _compared(scope: Scope, split: tuple[str, ...]) -> set[str]:

@@ -7,8 +7,9 @@ value in it, so the rule looks for the writes that put one there:
 counts as a batch only on evidence: a parameter or local annotated with the
 batch class, a local bound from a batch constructor or factory, `self`
 inside the batch class, or a parameter that a function of the same module
-hands a batch (`self._core(q, forward_batch)`, `_fill(forward_batch)`). A bare name like `batch` is not evidence: the
-scheduler's `ScheduleBatch` shares many field names.
+hands a batch (`self._core(q, forward_batch)`, `_fill(forward_batch)`). A
+bare name like `batch` is not evidence: the scheduler's `ScheduleBatch`
+shares many field names.
 
 A write whose value reads the same field of the same batch (`self.f =
 pad(self.f)`) only reshapes a value some other write gave, so it is not one
@@ -133,9 +134,9 @@ class _AssignmentFinder:
             call = batch_call(node, self.order, batches, self.imports, self.batch_class, self._conditional)
             if call is not None:
                 self.calls[function].append(call)
-                own = {CallKind.SELF: function[0], CallKind.NAME: ""}.get(call.kind) if call.origin is None else None
-                if own is not None and call.batch_args:
-                    self.handed.setdefault((own, call.name), set()).update(call.batch_args)
+                if call.batch_args and call.origin is None and call.kind in (CallKind.SELF, CallKind.NAME):
+                    owner = function[0] if call.kind is CallKind.SELF else ""
+                    self.handed.setdefault((owner, call.name), set()).update(call.batch_args)
         if self._constructs_batch(node, in_batch_class):
             if function is not None:
                 self.constructs.add(function)

@@ -12,7 +12,6 @@ from kvlint.analysis.dataflow import function_flow
 from kvlint.api.rule import FileContext, Rule
 from kvlint.analysis.index import module_index
 from kvlint.rules.write_loc._api_words import mark_stated, mark_unnamed
-from kvlint.analysis.pool_gate import needs_mark
 from kvlint.rules.write_loc._door_classes import door_call
 from kvlint.rules.write_loc._raw_loc import loc_argument
 from kvlint.api.types import Invalid, Severity, Valid
@@ -185,8 +184,7 @@ class DroppedMark(Rule):
             arg = loc_argument(site.call, doors[door])
             if arg is None or not _unwrapped(ctx, arg.value, door_method, incoming, 0):
                 continue
-            reached = door_call(ctx, site, door).kinds
-            if reached and not any(needs_mark(ctx.contract, kind) for kind in reached):
+            if not door_call(ctx, site, door).may_refuse(ctx.contract):
                 # Every definition the inner pool can run ignores the mark: nothing is dropped.
                 continue
             ctx.report(
