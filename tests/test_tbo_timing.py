@@ -176,6 +176,42 @@ def test_a_helper_handed_the_batch_unannotated_sets_it_where_its_caller_runs(hel
     assert finding is not None and "eng/worker.py" in finding.message
 
 
+SETTER = "    def set_extra(self, value):\n        self.extra = value\n\n    def pad(self, n):\n"
+
+# The forward hands its batch on inside a tuple to helpers that name no batch class, the last of
+# which sets the field through the batch's own method, on a parameter nothing types.
+TUPLE_HELPERS = (
+    "\n    def _core(self, state):\n        ids, inner = state\n        return self._inner(*inner)\n"
+    "\n    def _inner(self, ids, fb):\n        fb.set_extra(ids * 2)\n        return ids\n"
+)
+
+
+def _with_setter(files: dict[str, str]) -> dict[str, str]:
+    files["eng/batch.py"] = files["eng/batch.py"].replace("    def pad(self, n):\n", SETTER)
+    return files
+
+
+def test_a_setter_the_forward_reaches_through_a_tuple_runs_after_the_split() -> None:
+    files = _with_setter(tree(model_body="        self._core((input_ids, (input_ids, forward_batch)))\n"))
+    files["eng/models/model.py"] += TUPLE_HELPERS
+    assert extra_finding(files) is None
+    # The setter alone, called from nowhere kvlint can place: reported, with the setter's write.
+    alone = _with_setter(tree())
+    finding = extra_finding(alone)
+    assert finding is not None and "`self.extra = value`" in finding.message
+
+
+def test_a_worker_reaching_the_setter_through_a_tuple_before_running_the_batch_is_still_reported() -> None:
+    # Placing calls only place what runs after the split: a worker's are no evidence either way.
+    files = _with_setter(tree(worker=True))
+    files["eng/worker.py"] = files["eng/worker.py"].replace(
+        "        forward_batch.extra = schedule_batch.extra\n",
+        "        self._core((schedule_batch, (schedule_batch.extra, forward_batch)))\n",
+    ) + TUPLE_HELPERS.replace("ids * 2", "ids")
+    finding = extra_finding(files)
+    assert finding is not None and "`self.extra = value`" in finding.message
+
+
 def test_timing_is_the_same_when_the_tree_is_checked_from_inside_its_package() -> None:
     # From inside `eng/`, paths lose the package (`dp.py`) while the imports keep it (`eng.dp`).
     files = tree(dp_body="    forward_batch.extra = hidden.shape[0]\n")

@@ -24,7 +24,7 @@ import re
 from typing import Optional
 
 from kvlint.api.rule import one_line_code
-from kvlint.rules.tbo._calls import batch_call
+from kvlint.rules.tbo._calls import batch_call, placing_call
 from kvlint.rules.tbo._conditions import conditional_nodes
 from kvlint.rules.tbo._facts import Assignment, Call, CallKind, FunctionFact, FunctionKey
 from kvlint.rules.tbo._names import is_none, string_value, trailing_name
@@ -42,7 +42,8 @@ def scan_batch_code(
 
     Not `whole`: of a top-level class, only its header and its definitions count.
     """
-    finder = _AssignmentFinder(batch_class, source, imports)
+    local = frozenset(statement.name for statement in tree.body if isinstance(statement, FUNCTIONS))
+    finder = _AssignmentFinder(batch_class, source, imports, local)
     for statement in tree.body:
         cut = not whole and isinstance(statement, ast.ClassDef)
         finder.scan(statement, klass=None, batches=frozenset(), function=None, cut=cut)
@@ -56,7 +57,9 @@ def scan_batch_code(
 
 
 class _AssignmentFinder:
-    def __init__(self, batch_class: str, source: SourceText, imports: dict[str, str]) -> None:
+    def __init__(
+        self, batch_class: str, source: SourceText, imports: dict[str, str], local_functions: frozenset[str]
+    ) -> None:
         self.batch_class = batch_class
         self.mentions_batch = re.compile(rf"\b{re.escape(batch_class)}\b")
         self.source = source
@@ -67,8 +70,14 @@ class _AssignmentFinder:
         self.constructs: set[FunctionKey] = set()
         # Functions of the module passed over for naming no batch, and where a scanned one hands
         # them a batch (`self._core(q, fb)`, `_helper(fb)`): those parameters hold one after all.
+        # A function a scanned one calls is scanned too, handed nothing (`self._core(*state)`): what it
+        # runs is placed by its caller (`placing_call`).
         self.passed_over: dict[FunctionKey, Function] = {}
         self.handed: dict[FunctionKey, set[int | str]] = {}
+        self.local_functions = local_functions
+        # The parameters of the function being scanned that it was not shown to get a batch in, when
+        # it was scanned for being called: a method called on one may be the batch's.
+        self.untyped: frozenset[str] = frozenset()
         # Nodes met so far, in source order: where a write or call stands relative to another.
         self.order = 0
         # The outermost function being scanned, and the ids of its nodes that need not run whenever
@@ -78,16 +87,17 @@ class _AssignmentFinder:
 
     def scan(
         self, scope: ast.AST, klass: Optional[str], batches: frozenset[str], function: Optional[FunctionKey], cut: bool = False,
-        handed: tuple[int | str, ...] = (),
+        handed: Optional[tuple[int | str, ...]] = None,
     ) -> None:
         """Scan one scope's own nodes, then each nested scope with its own batch names.
 
-        `cut`: a class of which only the header and the definitions count.
+        `cut`: a class of which only the header and the definitions count. `handed`: the parameters
+        a scanned function of the module hands a batch in, when it calls this one.
         """
         if isinstance(scope, ast.ClassDef):
             klass, batches = scope.name, frozenset()
         in_batch_class = klass == self.batch_class
-        if (isinstance(scope, FUNCTIONS) and function is None and not handed and not in_batch_class
+        if (isinstance(scope, FUNCTIONS) and function is None and handed is None and not in_batch_class
                 and not self._names_batch_class(scope)):
             # Nothing in it is typed or built as a batch, so it neither writes one nor hands one on,
             # unless a function of this module hands it one (`scan_handed`).
@@ -95,11 +105,12 @@ class _AssignmentFinder:
             return
         nodes = _header_and_definitions(scope) if isinstance(scope, ast.ClassDef) and cut else list(own_nodes(scope))
         if isinstance(scope, FUNCTIONS):
-            own = self._batch_names(scope, nodes, in_batch_class, handed)
+            own = self._batch_names(scope, nodes, in_batch_class, handed or ())
             if function is None:
                 function = (klass or "", scope.name)
                 self.calls[function] = []
                 self.function_node, self.conditional = scope, None
+                self.untyped = _parameters(scope) - own[0] if handed is not None else frozenset()
                 if own[0]:
                     # Registered even without batch parameters: `self` in the batch class holds one.
                     self.batch_params[function] = own[1]
@@ -123,7 +134,7 @@ class _AssignmentFinder:
         return self.batch_class in self.source.text[self.source.start(first) : self.source.end(function)]
 
     def scan_handed(self) -> None:
-        """Scan each passed-over function a scanned one hands a batch, with the parameters it gets one in."""
+        """Scan each passed-over function a scanned one calls, with the parameters it gets a batch in."""
         while pending := [key for key in self.handed if key in self.passed_over]:
             for key in pending:
                 scope = self.passed_over.pop(key)
@@ -132,9 +143,13 @@ class _AssignmentFinder:
     def _call(self, node: ast.Call, batches: frozenset[str], in_batch_class: bool, function: Optional[FunctionKey]) -> None:
         if function is not None:
             call = batch_call(node, self.order, batches, self.imports, self.batch_class, self._conditional)
+            if call is None:
+                call = placing_call(node, self.order, self.untyped, self.imports, self._conditional(node))
+                if call is not None and call.kind is CallKind.NAME and call.name not in self.local_functions:
+                    call = None
             if call is not None:
                 self.calls[function].append(call)
-                if call.batch_args and call.origin is None and call.kind in (CallKind.SELF, CallKind.NAME):
+                if call.origin is None and call.kind in (CallKind.SELF, CallKind.NAME):
                     owner = function[0] if call.kind is CallKind.SELF else ""
                     self.handed.setdefault((owner, call.name), set()).update(call.batch_args)
         if self._constructs_batch(node, in_batch_class):
@@ -213,6 +228,11 @@ class _AssignmentFinder:
 
     def _annotates_batch(self, annotation: ast.expr) -> bool:
         return self.mentions_batch.search(self.source.code(annotation)) is not None
+
+
+def _parameters(function: Function) -> frozenset[str]:
+    args = function.args
+    return frozenset(arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)) - {"self", "cls"}
 
 
 def _header_and_definitions(klass: ast.ClassDef) -> list[ast.AST]:

@@ -8,6 +8,12 @@ So are the calls of the batch class's own methods (`Batch.init_new(...)`),
 which may pass none: a factory that splits the batch it builds splits it in
 its caller, before whatever the caller does with it next. The callee is kept
 as written; `_timing` resolves it across files.
+
+A call that hands no batch the scan can see still runs when its caller does:
+the model forward hands its batch on inside tuples (`self._core(*state)`) to
+helpers that name no batch class. Such calls to the module's own functions
+and methods, and method calls on a parameter of such a helper, are kept as
+`placing` calls: they only place what runs after the split (`placing_call`).
 """
 
 from __future__ import annotations
@@ -33,6 +39,26 @@ def batch_call(
     if not factory and not batch_args and not _is_batch(receiver, batches):
         return None
     return _kept(node, order, batch_args, batches, imports, conditional(node))
+
+
+def placing_call(
+    node: ast.Call, order: int, parameters: frozenset[str], imports: dict[str, str], conditional: bool
+) -> Optional[Call]:
+    """A call handing no batch on that may still run a write after the split: `self.m(...)`, a
+    module function `f(...)`, or `p.m(...)` on one of `parameters` (which may hold the batch)."""
+    func = node.func
+    if isinstance(func, ast.Name):
+        if func.id in imports:
+            return None
+        return Call(order, CallKind.NAME, func.id, conditional=conditional, placing=True)
+    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+        return None
+    receiver = func.value.id
+    if receiver in SELF_NAMES:
+        return Call(order, CallKind.SELF, func.attr, conditional=conditional, placing=True)
+    if receiver in parameters:
+        return Call(order, CallKind.DYNAMIC, func.attr, conditional=conditional, placing=True)
+    return None
 
 
 def _kept(

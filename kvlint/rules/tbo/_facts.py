@@ -132,6 +132,9 @@ class Call:
     batch_args: tuple[int | str, ...] = ()
     # As for an `Assignment`: the call need not run whenever its function does.
     conditional: bool = False
+    # Hands no batch on that the scan can see (`self._core(*state)`, `fb.set_x(...)` on a parameter
+    # not typed as a batch): kept only to place what a function running after the split runs then.
+    placing: bool = False
 
 
 @dataclass(frozen=True)

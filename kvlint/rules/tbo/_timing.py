@@ -21,7 +21,11 @@ calls that hand a batch on (`_calls`):
   reach, including calls whose callee is not written down
   (`self.model.forward(..., forward_batch)` reaches every method of that
   name that takes a batch): the model forward and attention-metadata
-  building are reached this way.
+  building are reached this way. So are the module's own helpers such a
+  function calls handing no batch the scan sees (`self._core(*state)`), and
+  the batch class's methods a helper calls on a parameter
+  (`forward_batch.set_prefix_chunk_idx(i)`): placing calls, which place
+  nothing before the split and make no function split.
 
 A function reached both ways counts as before. A write in a function neither
 way reaches (a worker that fills a batch and then runs it) is not shown to
@@ -143,7 +147,7 @@ class SplitTiming:
         callers: dict[Node, list[tuple[Node, int]]] = {}
         for node, function in self._functions.items():
             for call in function.calls:
-                if call.kind is not CallKind.DYNAMIC:
+                if call.kind is not CallKind.DYNAMIC and not call.placing:
                     for callee in self._callees(node, call, dynamic=False):
                         callers.setdefault(callee, []).append((node, call.order))
         split_at: dict[Node, int] = {}
@@ -187,6 +191,11 @@ class SplitTiming:
         same whoever calls it, a dynamic call's callees the same from any module."""
         path, klass, _name = caller
         kind, name = call.kind, call.name
+        if call.placing and not dynamic:
+            return ("placing",), set
+        if call.placing and kind is CallKind.DYNAMIC:
+            # `p.m(...)` on a parameter of a helper the forward runs: the batch's own `m`, if it has one.
+            kind = CallKind.BATCH
         if kind is CallKind.SELF:
             return (kind, path, klass, name), lambda: (
                 self._method(path, klass, None, name) | self._overrides(path, klass, name)

@@ -108,7 +108,11 @@ class TboFieldNotCopied(ProjectRule):
     split runs everything the statements below it reach, through any call that
     passes the batch, including calls whose callee is not written down
     (`self.model.forward(..., forward_batch)` reaches every `forward` method
-    taking a batch): the model forward and attention-metadata building. A
+    taking a batch): the model forward and attention-metadata building. What
+    runs after the split also reaches the module's own helpers it calls
+    without a batch kvlint can see (the forward handing its batch on inside a
+    tuple, `self._core(*state)`), and the batch's own methods those helpers
+    call on a parameter (`forward_batch.set_prefix_chunk_idx(i)`). A
     function reached both ways counts as before; a write no way reaches (a
     worker filling a batch before it runs the model) counts, since nothing
     shows it runs after the split, unless every constructor of the batch class
