@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import libcst as cst
 
+from kvlint.analysis.class_invariants import ruled_out
 from kvlint.running.fragment import skeleton
 from kvlint.running.preparse import Unparsable, python_tree, source_text, too_deep, too_large
 from kvlint.running.plan import CheckRequest, helper_words, rule_groups, whole_file_groups, with_words
@@ -229,6 +230,9 @@ def _run_rules(ctx: FileContext, rules: Sequence[type[Rule]]) -> list[RunError]:
         except Exception:  # noqa: BLE001 - isolation: one rule's crash must not stop the run
             ctx.violations = [v for v in ctx.violations if v.code != rule.code]
             errors.append(_internal_error(ctx.path, rule.code))
+    if ctx.violations:
+        dead = ruled_out(ctx)
+        ctx.violations = [v for v in ctx.violations if id(v.node) not in dead]
     ctx.drop_analyses()
     return errors
 
