@@ -42,7 +42,13 @@ def scan_batch_code(
 
     Not `whole`: of a top-level class, only its header and its definitions count.
     """
-    local = frozenset(statement.name for statement in tree.body if isinstance(statement, FUNCTIONS))
+    # The module's own functions and methods: what a placing call may run (`placing_call`).
+    local = frozenset(
+        node.name for statement in tree.body
+        for node in ((statement,) if isinstance(statement, FUNCTIONS) else
+                     statement.body if isinstance(statement, ast.ClassDef) else ())
+        if isinstance(node, FUNCTIONS)
+    )
     finder = _AssignmentFinder(batch_class, source, imports, local)
     for statement in tree.body:
         cut = not whole and isinstance(statement, ast.ClassDef)
@@ -144,9 +150,7 @@ class _AssignmentFinder:
         if function is not None:
             call = batch_call(node, self.order, batches, self.imports, self.batch_class, self._conditional)
             if call is None:
-                call = placing_call(node, self.order, self.untyped, self.imports, self._conditional(node))
-                if call is not None and call.kind is CallKind.NAME and call.name not in self.local_functions:
-                    call = None
+                call = placing_call(node, self.order, self.untyped, self.local_functions)
             if call is not None:
                 self.calls[function].append(call)
                 if call.origin is None and call.kind in (CallKind.SELF, CallKind.NAME):

@@ -12,8 +12,9 @@ as written; `_timing` resolves it across files.
 A call that hands no batch the scan can see still runs when its caller does:
 the model forward hands its batch on inside tuples (`self._core(*state)`) to
 helpers that name no batch class. Such calls to the module's own functions
-and methods, and method calls on a parameter of such a helper, are kept as
-`placing` calls: they only place what runs after the split (`placing_call`).
+and methods (with arguments: one passing nothing hands nothing on), and
+method calls on a parameter of such a helper, are kept as `placing` calls:
+they only place what runs after the split (`placing_call`).
 """
 
 from __future__ import annotations
@@ -41,24 +42,23 @@ def batch_call(
     return _kept(node, order, batch_args, batches, imports, conditional(node))
 
 
-def placing_call(
-    node: ast.Call, order: int, parameters: frozenset[str], imports: dict[str, str], conditional: bool
-) -> Optional[Call]:
-    """A call handing no batch on that may still run a write after the split: `self.m(...)`, a
-    module function `f(...)`, or `p.m(...)` on one of `parameters` (which may hold the batch)."""
+def placing_call(node: ast.Call, order: int, parameters: frozenset[str], local: frozenset[str]) -> Optional[Call]:
+    """A call handing no batch on that may still run a write after the split: `self.m(...)` or `f(...)`
+    naming one of the module's own functions and methods (`local`), or `p.m(...)` on one of
+    `parameters` (which may hold the batch). Whether it always runs is left unread: only what runs
+    surely before the split asks, and a placing call places nothing there."""
     func = node.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in parameters:
+        return Call(order, CallKind.DYNAMIC, func.attr, placing=True)
+    if not (node.args or node.keywords):
+        return None  # `self.m()` / `f()` hands nothing on
     if isinstance(func, ast.Name):
-        if func.id in imports:
-            return None
-        return Call(order, CallKind.NAME, func.id, conditional=conditional, placing=True)
-    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+        kind, name = CallKind.NAME, func.id
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in SELF_NAMES:
+        kind, name = CallKind.SELF, func.attr
+    else:
         return None
-    receiver = func.value.id
-    if receiver in SELF_NAMES:
-        return Call(order, CallKind.SELF, func.attr, conditional=conditional, placing=True)
-    if receiver in parameters:
-        return Call(order, CallKind.DYNAMIC, func.attr, conditional=conditional, placing=True)
-    return None
+    return Call(order, kind, name, placing=True) if name in local else None
 
 
 def _kept(
