@@ -60,12 +60,12 @@ def test_a_view_of_the_strided_pools_buffer_keeps_its_safe_fix_next_to_a_page_sp
     assert strided.fix is not None and strided.fix.applicability.value == "safe"
 
 
-def test_a_view_of_the_page_split_pools_buffer_gets_no_paged_view_fix(
+def test_a_view_of_the_page_split_pools_buffer_is_not_reported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    split = tree(tmp_path, monkeypatch)[10]
-    assert split.fix is None
-    assert "`npu` is `NPUPool`, whose buffers are page-split `(pages, page_size, ...)`" in split.message
+    # `(pages, page_size, ...)` is the pool's own contiguous allocation: `.view` pages nothing new.
+    found = tree(tmp_path, monkeypatch)
+    assert 10 not in found and {9, 11} <= set(found)
 
 
 def test_a_pool_of_unknown_class_gets_only_an_unsafe_fix_naming_the_page_split_pool(

@@ -13,7 +13,7 @@ import pytest
 
 from kvlint.api.config import load_config
 from kvlint.api.types import Finding
-from kvlint.learn.ties import Tie, _guard
+from kvlint.learn.guards import Tie, guard_tie
 from kvlint.running.engine import RunOptions, run
 from test_layout_pool_origin import POOLS
 
@@ -34,7 +34,10 @@ CONFIGURATOR = (
     "    def hybrid_class(self):\n"
     "        if _is_npu:\n"
     "            return NPUPool\n"
-    "        return StridedPool\n"
+    "        return StridedPool\n\n\n"
+    "def configure(cfg):\n"
+    "    configurator = Configurator()\n"
+    "    return configurator.build(cfg), configurator.hybrid_class()\n"
 )
 REGISTRY = (
     "from eng.utils import is_musa\n\n"
@@ -141,9 +144,12 @@ def test_a_subclass_built_untied_leaves_its_base_unpaired(tmp_path: Path, monkey
     assert applicability(found[MUSA]) == "unsafe"
 
 
-def _tie(test: str, holds: bool = True) -> Tie:
+REGISTERED = frozenset({"ascend", "fa3", "aiter"})
+
+
+def _tie(test: str, holds: bool = True, backends: frozenset[str] = frozenset()) -> Tie:
     expression = ast.parse(test, mode="eval").body
-    return _guard(expression, holds, {"is_eagle": frozenset({"EAGLE", "EAGLE3"})})
+    return guard_tie(expression, holds, {"is_eagle": frozenset({"EAGLE", "EAGLE3"})}, backends)
 
 
 def test_guards_tie_a_branch_to_backends_and_platforms() -> None:
@@ -161,6 +167,15 @@ def test_guards_tie_a_branch_to_backends_and_platforms() -> None:
     # Not a device, not a backend name.
     assert _tie("is_blackwell()") == Tie()
     assert _tie("cfg.sampling_backend == 'ascend'") == Tie()
+
+
+def test_where_a_backend_comparison_fails_the_branch_runs_under_every_other_registered_name() -> None:
+    others = Tie(backends=frozenset({"fa3", "aiter"}))
+    assert _tie("cfg.attention_backend == 'ascend'", holds=False, backends=REGISTERED) == others
+    assert _tie("cfg.attention_backend != 'ascend'", backends=REGISTERED) == others
+    assert _tie("not cfg.attention_backend in ('ascend',)", backends=REGISTERED) == others
+    # A failed `and` says nothing of either part.
+    assert _tie("cfg.attention_backend == 'ascend' and cfg.mla", holds=False, backends=REGISTERED) == Tie()
 
 
 def test_ties_are_apart_by_disjoint_backends_or_platforms() -> None:
@@ -206,3 +221,62 @@ def test_a_pool_in_a_dict_keyed_by_a_backend_name_is_that_backends(tmp_path: Pat
     by_backend = CONFIGURATOR + "\n\nPOOLS_BY_BACKEND = {'ascend': NPUPool, 'fa3': StridedPool, 'aiter': StridedPool}\n"
     found = check(tmp_path, monkeypatch, **{"configurator.py": by_backend})
     assert applicability(found[MUSA]) == "safe"
+
+
+# The fork layout: the NPU pool built for `ascend`, every other pool in the `else` branch.
+ASCEND_ONLY = (
+    "from eng.pools import NPUPool, StridedPool\n\n\n"
+    "def configure(cfg):\n"
+    "    if cfg.attention_backend == 'ascend':\n"
+    "        return NPUPool(1, 1, 1, 1, 1)\n"
+    "    else:\n"
+    "        return StridedPool(1, 1, 1, 1, 1)\n"
+)
+
+
+def test_a_backend_meeting_only_page_split_pools_has_no_view_to_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = check(tmp_path, monkeypatch, **{"configurator.py": ASCEND_ONLY})
+    assert ASCEND not in found
+    # The other backends meet the strided pool: flagged, with the safe fix (they never meet the NPU pool).
+    assert applicability(found[MUSA]) == applicability(found[AITER]) == "safe"
+
+
+@pytest.mark.parametrize("elsewhere", [
+    # A strided pool built anywhere untied can meet the Ascend backend too.
+    "\n\ndef fallback():\n    return StridedPool(1, 1, 1, 1, 1)\n",
+    # So can one built by a method of a class the tree builds.
+    "\n\nclass Helper:\n    def make(self):\n        return StridedPool(1, 1, 1, 1, 1)\n\n\n"
+    "def helper():\n    return Helper()\n",
+], ids=["function", "built-class"])
+def test_a_strided_pool_built_untied_elsewhere_keeps_the_view_flagged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, elsewhere: str
+) -> None:
+    found = check(tmp_path, monkeypatch, **{"configurator.py": ASCEND_ONLY + elsewhere})
+    assert applicability(found[ASCEND]) == "unsafe"
+
+
+@pytest.mark.parametrize("elsewhere", [
+    # A test class no code builds, whose method no code calls.
+    "\n\nclass PoolTest:\n    def test_pool(self):\n        return StridedPool(1, 1, 1, 1, 1)\n",
+    # A script's own block, and a class it alone builds.
+    "\n\nclass Bench:\n    def run(self):\n        return StridedPool(1, 1, 1, 1, 1)\n\n\n"
+    "if __name__ == '__main__':\n    Bench().run()\n    StridedPool(1, 1, 1, 1, 1)\n",
+    # Reading a class attribute, and `super(Base, self)`, build nothing.
+    "\n\nclass Sized(StridedPool):\n    def __init__(self):\n        super(StridedPool, self).__init__(1, 1, 1, 1, 1)\n\n\n"
+    "def block(cfg):\n    return StridedPool.block_size * cfg.n\n",
+], ids=["test-class", "main-block", "attribute-and-super"])
+def test_code_the_engine_never_runs_builds_nothing_it_can_meet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, elsewhere: str
+) -> None:
+    found = check(tmp_path, monkeypatch, **{"configurator.py": ASCEND_ONLY + elsewhere})
+    assert ASCEND not in found
+
+
+def test_a_decorated_class_may_be_built_where_no_place_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registered = "\n\n@register\nclass Plugin:\n    def make(self):\n        return StridedPool(1, 1, 1, 1, 1)\n"
+    found = check(tmp_path, monkeypatch, **{"configurator.py": ASCEND_ONLY + registered})
+    assert applicability(found[ASCEND]) == "unsafe"

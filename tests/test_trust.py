@@ -138,12 +138,9 @@ def test_a_page_split_pool_its_own_methods_and_host_caches(in_tmp: Path) -> None
     })
     findings = check(".")
     by_path = {(f["path"], f["code"]): f for f in findings}
-    assert sorted(by_path) == [("layers/triton_backend.py", "KV201"), ("npu/attention/ascend_backend.py", "KV201")]
-    # A buffer of the page-split pool (typed by the class's annotation) is (pages, page_size, ...): no fix, and why.
-    npu = by_path[("npu/attention/ascend_backend.py", "KV201")]
-    assert npu["fix"] is None
-    assert "cannot tell whether dim 0 of" in npu["message"]
-    assert "`self.token_to_kv_pool` is `NPUMLATokenToKVPool`, whose buffers are page-split" in npu["message"]
+    # A buffer of the page-split pool (typed by the class's annotation) is that pool's own contiguous
+    # (pages, page_size, ...) allocation: its `.view` pages nothing new, so it is not reported.
+    assert sorted(by_path) == [("layers/triton_backend.py", "KV201")]
     # A pool of unknown class may be that one, whatever the folder: the fix stays, unsafe, and says why.
     triton = by_path[("layers/triton_backend.py", "KV201")]
     assert triton["fix"]["applicability"] == "unsafe"

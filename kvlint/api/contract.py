@@ -110,6 +110,8 @@ class Contract:
     # Per backend class, the page-split pools it never meets: every place building one and every
     # place building the other are tied to disjoint backends or platforms (`kvlint.learn.pool_pairing`).
     page_split_apart: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Backend classes that can meet page-split pools and no other device pool (`kvlint.learn.pool_pairing`).
+    page_split_only: tuple[str, ...] = ()
     # Backend classes only ever built for backends whose page size the engine forces above 1, with
     # those backends and where (`kvlint.learn.page_pins`): their paging views run on whole pages.
     page_pinned_classes: tuple[tuple[str, str], ...] = ()

@@ -67,6 +67,7 @@ def contract_table(contract: Contract) -> str:
         "host-cache-classes": list(contract.host_cache_classes),
         "page-split-pools": list(contract.page_split_pools),
         "page-split-apart": dict((klass, list(pools)) for klass, pools in contract.page_split_apart),
+        "page-split-only": list(contract.page_split_only),
         "page-pinned-classes": dict(contract.page_pinned_classes),
         "binding-methods": list(contract.binding_methods),
     }

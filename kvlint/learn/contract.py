@@ -212,7 +212,7 @@ def _keys_to_fill(config: Config) -> set[str]:
     # Learned alongside the values they belong to, never configured on their own.
     auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes",
              "door-reasons", "door-kinds", "door-bases", "mark-gate", "ungated-classes", "binding-methods",
-             "page-split-bases", "page-split-apart", "page-pinned-classes", "unmarked-loc-attributes",
+             "page-split-bases", "page-split-apart", "page-split-only", "page-pinned-classes", "unmarked-loc-attributes",
              "admission"}
     if config.contract_value("write-loc-class") == AUTO:
         auto.add("write-loc-class")

@@ -18,7 +18,8 @@ from kvlint.api.reach import Factory
 from kvlint.learn.algorithm_predicates import learn_algorithm_predicates
 from kvlint.learn.gates_read import AlgorithmSet, DraftAllowSet
 from kvlint.learn.scope import Scope
-from kvlint.learn.ties import CONSTRUCTORS, Tie, Ties
+from kvlint.learn.guards import Tie
+from kvlint.learn.ties import CONSTRUCTORS, Ties
 
 
 def admitted_algorithms(algorithm_sets: list[tuple[AlgorithmSet, str]]) -> Optional[frozenset[str]]:

@@ -8,6 +8,12 @@ class never meets a page-split pool when every place building it (or a subclass 
 place building the pool are tied apart: to disjoint backends or to different platforms. The musa
 FlashAttention backend (fa3, on `_is_musa`) and the NPU pools (built for `ascend`, or on
 `_is_npu`) are: `page-split-apart` lists such pairs for the layout rules.
+
+The other way round, a backend class meets *only* page-split pools when it can meet one and every
+place building any other device pool is tied apart from it: a fork building its NPU pools under
+`if attention_backend == "ascend":` and every other pool in the `elif`/`else` branches (tied to
+every other backend name) gives its Ascend backend nothing else. `page-split-only` lists such
+classes: a buffer of a pool they cannot type holds pages in dim 0.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from kvlint.api.hierarchy import subclasses
 from kvlint.api.reach import Admission
 from kvlint.learn.registry_read import registry_factories
 from kvlint.learn.scope import Scope
+from kvlint.learn.guards import Tie
 from kvlint.learn.ties import Ties
 from kvlint.learn.tree import Learned, class_bases
 
@@ -37,6 +44,8 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
     if all(tie is None for tie in pools.values()):
         return
     apart: list[tuple[str, tuple[str, ...]]] = []
+    only: list[str] = []
+    others = _other_pools(contract, learned, split)
     for klass in consumers:
         # Its ways include its subclasses' builds: its code runs on their instances.
         consumer = ties.of(klass)
@@ -46,9 +55,38 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
             mine.apart(theirs) for mine in consumer for theirs in tied))
         if never:
             apart.append((klass, never))
+        if len(never) < len(split) and _meets_no_other(consumer, others, ties):
+            only.append(klass)
     if apart:
         learned.values["page-split-apart"] = tuple(apart)
         learned.sources["page-split-apart"] = "learned: the guards each backend class and page-split pool is built under"
+    if only:
+        learned.values["page-split-only"] = tuple(only)
+        learned.sources["page-split-only"] = (
+            "learned: backend classes every pool they can meet allocates page-split buffers, by the guards each is built under"
+        )
+
+
+def _other_pools(contract: Contract, learned: Learned, split: tuple[str, ...]) -> tuple[str, ...]:
+    """The pool classes that do not allocate page-split buffers (host caches are no device pool)."""
+    pools = learned.values.get("pool-classes", contract.pool_classes)
+    hosts = learned.values.get("host-cache-classes", contract.host_cache_classes)
+    if not isinstance(pools, tuple) or not isinstance(hosts, tuple):
+        return ()
+    return tuple(sorted(set(pools) - set(split) - set(hosts)))
+
+
+def _meets_no_other(consumer: tuple[Tie, ...], others: tuple[str, ...], ties: Ties) -> bool:
+    """Whether every place building a pool of `others` (exactly that class) is tied apart from every
+    way the consumer is built; a pool built untied, or looked up by a string, can be met anywhere."""
+    if not others:
+        return False
+    ties.fetch(others)
+    for pool in others:
+        built = ties.built(pool)
+        if built is None or not all(mine.apart(theirs) for mine in consumer for theirs in built):
+            return False
+    return True
 
 
 def backend_registry(

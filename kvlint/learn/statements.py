@@ -167,9 +167,21 @@ def _spans_any(statement: ast.stmt, hits: list[int]) -> bool:
 def building_nothing(statement: ast.stmt, hits: list[int], data: bytes) -> set[int]:
     """The nodes below `statement` (of the file `data`) that name a class without building it:
     bases, annotations, `isinstance`/`issubclass` tests, a list only such a test reads, the names
-    in a module-private set only membership tests read (their ids); only where `hits` may spell one."""
+    in a module-private set only membership tests read, a class attribute read (`Pool.block_size`,
+    not called), `super(Base, self)`, and everything under `if __name__ == "__main__":`, which runs only when the file
+    is run as a script, never when the engine imports it (their ids); only where `hits` may spell one."""
+    if _script_only(statement):
+        return {id(inner) for inner in ast.walk(statement)}
     quiet: list[ast.AST] = list(_names_only_compared(statement, data))
+    called: set[int] = set()
     for node in spelling(statement, hits):
+        if isinstance(node, ast.Call):
+            called.add(id(node.func))
+            if isinstance(node.func, ast.Name) and node.func.id == "super":
+                quiet.extend(node.args)  # `super(Base, self)` names its class to skip it
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and id(node) not in called:
+            # Parents come before children: a call's callee is known by the time its attribute is met.
+            quiet.append(node.value)
         if isinstance(node, ast.ClassDef):
             quiet.extend(node.bases)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -186,6 +198,14 @@ def building_nothing(statement: ast.stmt, hits: list[int], data: bytes) -> set[i
             and (statement.end_lineno or 0) - statement.lineno < _LISTS_READ_WITHIN:
         quiet.extend(_kept_for_isinstance(statement))
     return {id(inner) for node in quiet for inner in ast.walk(node)}
+
+
+def _script_only(statement: ast.stmt) -> bool:
+    """`if __name__ == "__main__":` at module level."""
+    test = statement.test if isinstance(statement, ast.If) else None
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == "__main__")
 
 
 def _names_only_compared(statement: ast.stmt, data: bytes) -> list[ast.AST]:

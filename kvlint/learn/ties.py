@@ -4,7 +4,8 @@ Every place naming a name so that it may be built (a call, a class handed on as 
 import under another name) sits under some guard, or in a function or class that does. A guard
 ties the place:
 
-* to backends: `<...>attention_backend == "ascend"` (or `in (...)`, or `!=` on the other branch),
+* to backends: `<...>attention_backend == "ascend"` (or `in (...)`, or `!=` on the other branch;
+  the branch where such a comparison fails, to every other name of the registry),
   the name of the registry factory it is in (`@register("fa3")`), its key in a dict keyed by the
   registry's names (two of them at least: `{"fa3": self._create_fa3_backend, ...}`, a draft
   factory's map, whose key is the draft's backend, the main one unless another is named);
@@ -22,52 +23,23 @@ be met anywhere. Pool pairing (`kvlint.learn.pool_pairing`) and the admission's 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator, Mapping, Optional
 
 from kvlint.learn.algorithm_predicates import Predicates
-from kvlint.learn.gates_read import algorithms_tested
+from kvlint.learn.guards import Tie, guard_tie
 from kvlint.learn.memo import remembered
 from kvlint.learn.statements import building_nothing, may_spell, statements_spelling
 from kvlint.learn.scope import Scope
 from kvlint.api.hierarchy import children_of, subclasses
 from kvlint.learn.tree import names_spelled
 
-# The devices a platform predicate names: a process runs on one of them.
-_DEVICES = frozenset({"npu", "musa", "hip", "xpu", "cuda", "cpu", "mps", "hpu"})
 # Running these runs the class's own code: a place in one is reached wherever the class is built.
 CONSTRUCTORS = frozenset({"", "__init__", "__new__", "__post_init__"})
 # Methods run without an instance: their class need not be built for them to run.
 _UNBOUND = frozenset({"staticmethod", "classmethod"})
 # How many links up (function to its callers, class to its builders) an untied place looks.
 _LINKS = 4
-
-
-@dataclass(frozen=True)
-class Tie:
-    """What a place is tied to: the backends, platforms and speculative algorithms it runs under (None: any)."""
-
-    backends: Optional[frozenset[str]] = None
-    platforms: Optional[frozenset[str]] = None
-    algorithms: Optional[frozenset[str]] = None
-
-    @property
-    def tied(self) -> bool:
-        return self.backends is not None or self.platforms is not None or self.algorithms is not None
-
-    def narrowed(self, other: Tie) -> Tie:
-        return Tie(_meet(self.backends, other.backends), _meet(self.platforms, other.platforms),
-                   _meet(self.algorithms, other.algorithms))
-
-    def apart(self, other: Tie) -> bool:
-        """Whether no run can be under both."""
-        return any(mine is not None and theirs is not None and not mine & theirs
-                   for mine, theirs in ((self.backends, other.backends), (self.platforms, other.platforms),
-                                        (self.algorithms, other.algorithms)))
-
-
-def _meet(one: Optional[frozenset[str]], other: Optional[frozenset[str]]) -> Optional[frozenset[str]]:
-    return other if one is None else one if other is None else one & other
 
 
 @dataclass(frozen=True)
@@ -83,6 +55,8 @@ class Site:
     spelled: bool = False
     # In a method that runs on an instance (not a static or class method): its class must be built first.
     bound: bool = False
+    # Its class is decorated: a decorator may register the class, building it where no place names it.
+    decorated: bool = False
 
 
 class Ties:
@@ -129,11 +103,17 @@ class Ties:
             self._known[key] = self._resolve(name, links, below)
         return self._known[key]
 
-    def _resolve(self, name: str, links: int, below: Tie) -> Optional[tuple[Tie, ...]]:
+    def built(self, name: str) -> Optional[tuple[Tie, ...]]:
+        """Each way the class `name` itself is built, its subclasses' builds left out: where an
+        instance of exactly that class can be met."""
+        self.fetch([name])
+        return self._resolve(name, self._links, Tie(), own=True)
+
+    def _resolve(self, name: str, links: int, below: Tie, own: bool = False) -> Optional[tuple[Tie, ...]]:
         # A class's code runs on its subclasses' instances too: their builds are its ways.
         if name not in self._family:
             self._family[name] = sorted(subclasses({name}, self._bases, self._children)) if name in self._bases else [name]
-        names = self._family[name]
+        names = [name] if own else self._family[name]
         self.fetch(names)
         found: list[Tie] = []
         for site in (site for each in names for site in self._sites[each]):
@@ -201,6 +181,9 @@ class Ties:
         # untied. With one, its class's builds are read where its callers do not settle it; and
         # first, where the place is already tied to backends: a draft class's builds reach the
         # worker its algorithm picks in a few links, its callers through many helpers.
+        if not site.tie.tied and self._never_runs(site, links, here):
+            # An unguarded place no code runs makes nothing untied; a guarded one keeps its guards' tie.
+            return ()
         if self._question is None:
             return self._ways(site.function, name, links, here)
         built = self._ways(site.owner, name, links, here) if here.backends is not None else None
@@ -213,6 +196,12 @@ class Ties:
         if callers and built:
             return tuple(dict.fromkeys(call.narrowed(build) for call in callers for build in built))
         return callers or built
+
+    def _never_runs(self, site: Site, links: int, here: Tie) -> bool:
+        """A method of a class the tree never builds (no place names it so, no subclass, no decorator
+        to register it) that no place calls: a test class's method, run only by a test runner."""
+        return (not site.decorated and not self._children.get(site.owner)
+                and self.of(site.owner, links - 1, here) == () and self.of(site.function, links - 1, here) == ())
 
     def _settled(self, tie: Tie) -> bool:
         """Whether the question asked (`enough`) is settled for a place under `tie`."""
@@ -254,7 +243,9 @@ def guarded_sites(data: bytes, names: tuple[str, ...], backends: frozenset[str],
 def _sites(data: bytes, wanted: set[str], backends: frozenset[str], predicates: Mapping[str, frozenset[str]]) -> Iterator[Site]:
     for statement, _offset, hits in statements_spelling(data, wanted):
         walk = _Walk(wanted, building_nothing(statement, hits, data), hits, backends, predicates)
-        yield from walk.sites(statement, Tie(), "", "", False)
+        decorated = isinstance(statement, ast.ClassDef) and bool(statement.decorator_list)
+        for site in walk.sites(statement, Tie(), "", "", False):
+            yield replace(site, decorated=True) if decorated and site.owner else site
 
 
 @dataclass(frozen=True)
@@ -278,7 +269,7 @@ class _Walk:
             yield from self.below([node.test], tie, owner, function, bound)
             for part, holds in ((node.body, True), (node.orelse, False)):
                 branches = part if isinstance(part, list) else [part]
-                yield from self.below(list(branches), tie.narrowed(_guard(node.test, holds, self.predicates)), owner, function, bound)
+                yield from self.below(list(branches), tie.narrowed(guard_tie(node.test, holds, self.predicates, self.backends)), owner, function, bound)
             return
         if isinstance(node, ast.Dict):
             # A dict keyed by the registry's names (two at least) dispatches on the backend, each key
@@ -328,57 +319,3 @@ def _exports(node: ast.AST) -> bool:
     """`__all__ = [...]`: the names it spells are exported, not looked up."""
     targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
     return any(isinstance(target, ast.Name) and target.id == "__all__" for target in targets)
-
-
-def _guard(test: ast.expr, holds: bool, predicates: Mapping[str, frozenset[str]]) -> Tie:
-    """The tie a branch taken when `test` is `holds` gives: a backend compared, a platform tested,
-    or a speculative algorithm compared or tested by a predicate of its enum."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _guard(test.operand, not holds, predicates)
-    if isinstance(test, ast.BoolOp):
-        # Both parts hold under `and`, and neither under a failed `or`: each narrows.
-        if isinstance(test.op, ast.And) == holds:
-            tie = Tie()
-            for value in test.values:
-                tie = tie.narrowed(_guard(value, holds, predicates))
-            return tie
-        return Tie()
-    platform = _platform(test)
-    if platform is not None:
-        return Tie(platforms=frozenset({platform})) if holds else Tie()
-    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and not test.args and test.func.attr in predicates:
-        return Tie(algorithms=predicates[test.func.attr]) if holds else Tie()
-    algorithms = algorithms_tested(test)
-    if algorithms is not None:
-        return Tie(algorithms=frozenset(algorithms)) if holds else Tie()
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _names_backend(test.left):
-        names = _strings(test.comparators[0])
-        op = test.ops[0]
-        positive = isinstance(op, (ast.Eq, ast.In)) if holds else isinstance(op, (ast.NotEq, ast.NotIn))
-        if names is not None and positive:
-            return Tie(backends=names)
-    return Tie()
-
-
-def _platform(test: ast.expr) -> Optional[str]:
-    """`npu` for `_is_npu`, `is_npu()`, `platform.is_npu`, `platform.is_npu()`; None otherwise."""
-    node = test.func if isinstance(test, ast.Call) and not test.args else test
-    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
-    device = name.lstrip("_")[3:] if name.lstrip("_").startswith("is_") else ""
-    return device if device in _DEVICES else None
-
-
-def _names_backend(node: ast.expr) -> bool:
-    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
-    return name.endswith("attention_backend")
-
-
-def _strings(node: ast.expr) -> Optional[frozenset[str]]:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return frozenset({node.value})
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        values = [element.value for element in node.elts if isinstance(element, ast.Constant)]
-        if len(values) == len(node.elts) and all(isinstance(value, str) for value in values):
-            return frozenset(str(value) for value in values)
-    return None
-

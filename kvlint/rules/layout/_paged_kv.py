@@ -34,8 +34,9 @@ Alongside "is it paged KV" the tracker keeps a `Layout`: what each dim holds,
 where the code states it. A buffer accessor's per-layer form is `(slots, row)`
 (`(slots, H, D)` or `(slots, D)`) where every pool its receiver may be
 allocates slot-major buffers; where the receiver is a page-split pool
-(`(pages, page_size, ...)`, `_pool_origin`) dim 0 holds pages, and is unknown;
-where it may be either (its class unknown while the tree has page-split pools,
+(`(pages, page_size, ...)`, `_pool_origin`), or the method's class meets no
+other (`page-split-only`), the buffer is that pool's own contiguous
+allocation, which no layout rule concerns: it is not tracked; where it may be either (its class unknown while the tree has page-split pools,
 or typed as a base of one) dim 0 is `MAYBE_SLOTS`: slots if the pool is the
 slot-major kind, which no rule relies on but KV201's fix, offered as unsafe.
 The paged helpers give `(pages, in-page, ...)`;
@@ -205,12 +206,13 @@ class PagedKV:
             return None if self._own(definition.source, function) else self._buffer_layout(_receiver(definition.source), function)
         return None
 
-    def _buffer_layout(self, receiver: Optional[cst.BaseExpression], function: Optional[cst.FunctionDef]) -> Layout:
-        """A per-layer buffer's layout, by the pools `receiver` (None: not in this file) may be."""
+    def _buffer_layout(self, receiver: Optional[cst.BaseExpression], function: Optional[cst.FunctionDef]) -> Optional[Layout]:
+        """A per-layer buffer's layout, by the pools `receiver` (None: not in this file) may be; None where
+        each allocates page-split buffers: that is the pool's own contiguous allocation, never a strided view."""
         verdict = pool_origin(self._ctx, receiver, function).verdict
         if verdict == STRIDED:
             return ACCESSOR_LAYOUT
-        return (MAYBE_SLOTS, REST) if verdict == EITHER else UNKNOWN_LAYOUT
+        return (MAYBE_SLOTS, REST) if verdict == EITHER else None
 
     def buffer_origin(self, expr: cst.BaseExpression, function: Optional[cst.FunctionDef]) -> Optional[PoolOrigin]:
         """The pool the buffer under `expr` comes from, followed as `layout` follows it; None if none is reached."""

@@ -13,7 +13,10 @@ receiver, as far as this file states its class:
   class is read; one the file cannot type leaves the class unknown).
 
 A value typed as a class the page-split pools derive from (`page-split-bases`)
-may be either kind. A receiver of unknown class may be any pool of the tree.
+may be either kind. A receiver of unknown class may be any pool of the tree,
+but in a class built only where every pool the tree builds is page-split
+(`page-split-only`: a fork's Ascend backend, whose pools are all built under
+`if attention_backend == "ascend":`) it is page-split.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def pool_origin(ctx: FileContext, receiver: Optional[cst.BaseExpression], functi
     met = split_pools - _never_met(ctx, function)
     shown = ctx.code_for(receiver) if receiver is not None else ""
     if classes is None:
-        verdict = EITHER if met else STRIDED
+        verdict = (PAGE_SPLIT if _meets_split_only(ctx, function) else EITHER) if met else STRIDED
         return PoolOrigin(shown, None, verdict, tuple(sorted(met)))
     kinds: set[str] = set()
     for name, exact in classes:
@@ -82,6 +85,12 @@ def pool_origin(ctx: FileContext, receiver: Optional[cst.BaseExpression], functi
     verdict = kinds.pop() if len(kinds) == 1 else EITHER
     split = tuple(sorted({name for name, exact in classes if name in split_pools or (name in split_bases and not exact and met)}))
     return PoolOrigin(shown, classes, verdict, split)
+
+
+def _meets_split_only(ctx: FileContext, function: Optional[cst.FunctionDef]) -> bool:
+    """Whether the class `function` is a method of meets page-split pools and no other (`page-split-only`)."""
+    klass = class_of(ctx, function) if function is not None else None
+    return klass is not None and klass.name.value in ctx.contract.page_split_only
 
 
 def _never_met(ctx: FileContext, function: Optional[cst.FunctionDef]) -> frozenset[str]:

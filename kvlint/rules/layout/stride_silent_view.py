@@ -116,10 +116,12 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
     each pool class allocates: `torch.zeros((layers, pages, page_size, 1, D))`
     is page-split, `(size + page_size, H, D)` is not), and the receiver's class
     by what the file states (a constructor call, an annotation, an attribute
-    assigned one), never by a folder. A buffer of a page-split pool, or a
-    parameter named like a cache, may already be `(pages, page_size, H, D)`:
-    the helpers would assert or return a wrong shape, so the finding has no
-    fix and its message says what kvlint could not know. Where the receiver's
+    assigned one), never by a folder. A buffer of a page-split pool, or of an
+    unknown pool in a backend class that meets no other (`page-split-only`), is
+    that pool's own contiguous allocation: no finding. A parameter named like a
+    cache may already be `(pages, page_size, H, D)`: the helpers would assert or
+    return a wrong shape, so the finding has no fix and its message says what
+    kvlint could not know. Where the receiver's
     class is unknown (or a base of a page-split pool) and the tree has a
     page-split pool its backend class may meet (not one built only for other
     backends or platforms: `page-split-apart`), the fix is unsafe and the
@@ -166,13 +168,8 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
         # The parameter name is not a KV cache name.
         Valid("def f(cache, page_size):\n    return cache.view(-1, page_size, 8, 128)\n"),
         # A local bound to something other than a page size, or to a page size on one path only.
-        Valid(
-            "def f(self, pool, flag):\n"
-            "    k = pool.get_key_buffer(0)\n"
-            "    blk = self.block_len\n"
-            "    n = self.page_size if flag else self.chunk\n"
-            "    return k.view(-1, blk, 8, 128), k.view(-1, n, 8, 128)\n"
-        ),
+        Valid("def f(self, pool, flag):\n    k = pool.get_key_buffer(0)\n    blk = self.block_len\n"
+              "    n = self.page_size if flag else self.chunk\n    return k.view(-1, blk, 8, 128), k.view(-1, n, 8, 128)\n"),
         # Page size pinned above 1 or tensor shown contiguous on the way: the helpers' strides; copied at once: KV202's.
         Valid("PAGE_SIZE = 64\n\ndef f(pool):\n    return pool.get_key_buffer(0).view(-1, PAGE_SIZE, 576)\n"),
         Valid("def f(self, pool, layer):\n    k = pool.get_key_buffer(layer.layer_id)\n"
@@ -304,14 +301,6 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
     INVALID += [
         # A parameter named like a cache (the fallback): its dims are not stated.
         Invalid("def f(self, k_cache_raw, layer):\n    return k_cache_raw.view(-1, self.page_size, 8, 128)\n"),
-        # A buffer of a pool that allocates page-split `(pages, page_size, H, D)` buffers
-        # (`page-split-pools`, learned from what each pool class allocates): dim 0 holds pages.
-        Invalid(
-            "def f(self, layer, pool: NPUPool):\n"
-            "    v = pool.get_value_buffer(layer.layer_id)\n"
-            "    return v.view(-1, self.page_size, layer.tp_v_head_num * layer.v_head_dim)\n",
-            contract={"page-split-pools": "NPUPool"},
-        ),
         # A pool of unknown class in a tree that has a page-split pool: the fix is unsafe.
         Invalid(
             "def f(self, layer):\n"
@@ -346,6 +335,14 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
         ),
     ]
     VALID += [
+        # A buffer of a pool allocating page-split `(pages, page_size, H, D)` buffers (`page-split-pools`,
+        # learned from what each pool class allocates), typed or in a class meeting no other pool
+        # (`page-split-only`): the pool's own contiguous allocation, where `.view` is exact.
+        Valid("def f(self, layer, pool: NPUPool):\n    return pool.get_value_buffer(0).view(-1, self.page_size, 1024)\n",
+              contract={"page-split-pools": "NPUPool"}),
+        Valid("class Ascend:\n    def f(self, layer):\n        v = self.token_to_kv_pool.get_value_buffer(0)\n"
+              "        return v.view(-1, self.page_size, 1024)\n",
+              contract={"page-split-pools": "NPUPool", "page-split-only": "Ascend"}),
         # A pool class on its own allocation, in its own method (the NPU pool's scatter):
         # the pool chose that layout; it is not a view the pool hands out.
         Valid(

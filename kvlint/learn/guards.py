@@ -1,0 +1,98 @@
+"""The tie a guard gives the branch it opens: the backends, platforms and speculative algorithms
+the branch runs under (`kvlint.learn.ties` carries them down to the places building a name)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from kvlint.learn.gates_read import algorithms_tested
+
+# The devices a platform predicate names: a process runs on one of them.
+_DEVICES = frozenset({"npu", "musa", "hip", "xpu", "cuda", "cpu", "mps", "hpu"})
+
+
+@dataclass(frozen=True)
+class Tie:
+    """What a place is tied to: the backends, platforms and speculative algorithms it runs under (None: any)."""
+
+    backends: Optional[frozenset[str]] = None
+    platforms: Optional[frozenset[str]] = None
+    algorithms: Optional[frozenset[str]] = None
+
+    @property
+    def tied(self) -> bool:
+        return self.backends is not None or self.platforms is not None or self.algorithms is not None
+
+    def narrowed(self, other: Tie) -> Tie:
+        return Tie(_meet(self.backends, other.backends), _meet(self.platforms, other.platforms),
+                   _meet(self.algorithms, other.algorithms))
+
+    def apart(self, other: Tie) -> bool:
+        """Whether no run can be under both."""
+        return any(mine is not None and theirs is not None and not mine & theirs
+                   for mine, theirs in ((self.backends, other.backends), (self.platforms, other.platforms),
+                                        (self.algorithms, other.algorithms)))
+
+
+def _meet(one: Optional[frozenset[str]], other: Optional[frozenset[str]]) -> Optional[frozenset[str]]:
+    return other if one is None else one if other is None else one & other
+
+
+def guard_tie(test: ast.expr, holds: bool, predicates: Mapping[str, frozenset[str]], backends: frozenset[str]) -> Tie:
+    """The tie a branch taken when `test` is `holds` gives: a backend compared (the registry's
+    other names, `backends`, where the comparison fails), a platform tested, or a speculative
+    algorithm compared or tested by a predicate of its enum."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return guard_tie(test.operand, not holds, predicates, backends)
+    if isinstance(test, ast.BoolOp):
+        # Both parts hold under `and`, and neither under a failed `or`: each narrows.
+        if isinstance(test.op, ast.And) == holds:
+            tie = Tie()
+            for value in test.values:
+                tie = tie.narrowed(guard_tie(value, holds, predicates, backends))
+            return tie
+        return Tie()
+    platform = _platform(test)
+    if platform is not None:
+        return Tie(platforms=frozenset({platform})) if holds else Tie()
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and not test.args and test.func.attr in predicates:
+        return Tie(algorithms=predicates[test.func.attr]) if holds else Tie()
+    algorithms = algorithms_tested(test)
+    if algorithms is not None:
+        return Tie(algorithms=frozenset(algorithms)) if holds else Tie()
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _names_backend(test.left):
+        names = _strings(test.comparators[0])
+        op = test.ops[0]
+        positive = isinstance(op, (ast.Eq, ast.In)) if holds else isinstance(op, (ast.NotEq, ast.NotIn))
+        if names is not None and positive:
+            return Tie(backends=names)
+        if names is not None and backends and isinstance(op, (ast.Eq, ast.In, ast.NotEq, ast.NotIn)):
+            # The `else` of `backend == "ascend"` runs under every other backend the registry names.
+            return Tie(backends=backends - names)
+    return Tie()
+
+
+def _platform(test: ast.expr) -> Optional[str]:
+    """`npu` for `_is_npu`, `is_npu()`, `platform.is_npu`, `platform.is_npu()`; None otherwise."""
+    node = test.func if isinstance(test, ast.Call) and not test.args else test
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    device = name.lstrip("_")[3:] if name.lstrip("_").startswith("is_") else ""
+    return device if device in _DEVICES else None
+
+
+def _names_backend(node: ast.expr) -> bool:
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name.endswith("attention_backend")
+
+
+def _strings(node: ast.expr) -> Optional[frozenset[str]]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return frozenset({node.value})
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        values = [element.value for element in node.elts if isinstance(element, ast.Constant)]
+        if len(values) == len(node.elts) and all(isinstance(value, str) for value in values):
+            return frozenset(str(value) for value in values)
+    return None
+
