@@ -18,7 +18,7 @@ classes: a buffer of a pool they cannot type holds pages in dim 0.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 from kvlint.api.contract import Contract
 from kvlint.api.hierarchy import subclasses
@@ -45,7 +45,7 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
         return
     apart: list[tuple[str, tuple[str, ...]]] = []
     only: list[str] = []
-    others = _other_pools(contract, learned, split)
+    others: Optional[list[Tie]] = None
     for klass in consumers:
         # Its ways include its subclasses' builds: its code runs on their instances.
         consumer = ties.of(klass)
@@ -55,8 +55,11 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
             mine.apart(theirs) for mine in consumer for theirs in tied))
         if never:
             apart.append((klass, never))
-        if len(never) < len(split) and _meets_no_other(consumer, others, ties):
-            only.append(klass)
+        if len(never) < len(split):
+            # Read once, and only where a backend meets a page-split pool.
+            others = _other_builds(_other_pools(contract, learned, split), ties) if others is None else others
+            if others and all(mine.apart(theirs) for mine in consumer for theirs in others):
+                only.append(klass)
     if apart:
         learned.values["page-split-apart"] = tuple(apart)
         learned.sources["page-split-apart"] = "learned: the guards each backend class and page-split pool is built under"
@@ -76,17 +79,16 @@ def _other_pools(contract: Contract, learned: Learned, split: tuple[str, ...]) -
     return tuple(sorted(set(pools) - set(split) - set(hosts)))
 
 
-def _meets_no_other(consumer: tuple[Tie, ...], others: tuple[str, ...], ties: Ties) -> bool:
-    """Whether every place building a pool of `others` (exactly that class) is tied apart from every
-    way the consumer is built; a pool built untied, or looked up by a string, can be met anywhere."""
-    if not others:
-        return False
-    ties.fetch(others)
+def _other_builds(others: tuple[str, ...], ties: Ties) -> list[Tie]:
+    """Every way a pool of `others` (exactly that class) is built; [] where one is built untied, or
+    looked up by a string: it can then be met anywhere, and no backend meets page-split pools only."""
+    found: list[Tie] = []
     for pool in others:
         built = ties.built(pool)
-        if built is None or not all(mine.apart(theirs) for mine in consumer for theirs in built):
-            return False
-    return True
+        if built is None:
+            return []
+        found.extend(built)
+    return found
 
 
 def backend_registry(

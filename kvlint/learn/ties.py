@@ -181,7 +181,7 @@ class Ties:
         # untied. With one, its class's builds are read where its callers do not settle it; and
         # first, where the place is already tied to backends: a draft class's builds reach the
         # worker its algorithm picks in a few links, its callers through many helpers.
-        if not site.tie.tied and self._never_runs(site, links, here):
+        if not site.tie.tied and self._never_runs(site):
             # An unguarded place no code runs makes nothing untied; a guarded one keeps its guards' tie.
             return ()
         if self._question is None:
@@ -197,11 +197,17 @@ class Ties:
             return tuple(dict.fromkeys(call.narrowed(build) for call in callers for build in built))
         return callers or built
 
-    def _never_runs(self, site: Site, links: int, here: Tie) -> bool:
+    def _never_runs(self, site: Site) -> bool:
         """A method of a class the tree never builds (no place names it so, no subclass, no decorator
         to register it) that no place calls: a test class's method, run only by a test runner."""
-        return (not site.decorated and not self._children.get(site.owner)
-                and self.of(site.owner, links - 1, here) == () and self.of(site.function, links - 1, here) == ())
+        if site.decorated or self._children.get(site.owner):
+            return False
+        # Whether any place names them is enough: how those places are tied is not asked.
+        self.fetch([site.owner])
+        if self._sites[site.owner]:
+            return False
+        self.fetch([site.function])
+        return not self._sites[site.function]
 
     def _settled(self, tie: Tie) -> bool:
         """Whether the question asked (`enough`) is settled for a place under `tie`."""
