@@ -168,8 +168,9 @@ def building_nothing(statement: ast.stmt, hits: list[int], data: bytes) -> set[i
     """The nodes below `statement` (of the file `data`) that name a class without building it:
     bases, annotations, `isinstance`/`issubclass` tests, a list only such a test reads, the names
     in a module-private set only membership tests read, a class attribute read (`Pool.block_size`,
-    not called), `super(Base, self)`, and everything under `if __name__ == "__main__":`, which runs only when the file
-    is run as a script, never when the engine imports it (their ids); only where `hits` may spell one."""
+    not called), `super(Base, self)`, and everything under `if __name__ == "__main__":`, which
+    runs only when the file is run as a script, never when the engine imports it (their ids);
+    only where `hits` may spell one."""
     if _script_only(statement):
         return {id(inner) for inner in ast.walk(statement)}
     quiet: list[ast.AST] = list(_names_only_compared(statement, data))
