@@ -14,7 +14,7 @@ class's instances only while nothing binds the attribute again, so it counts onl
 Tests are read three-valued: `self.x`, `not ...`, `... is True`/`is False` (and `==`, `!=`, `is
 not`), `and`, `or`; anything else is unknown and rules nothing out. The bindings are read from
 the whole file (CPython's `ast`): the rules may have parsed a skeleton of it whose other methods
-are cut down to `pass`.
+are cut down to `pass` (`FileContext.whole_tree`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,7 @@ def ruled_out(ctx: FileContext) -> frozenset[int]:
     candidates = [node for node in ctx.module.body if isinstance(node, cst.ClassDef) and _asserts(node)]
     if not candidates:
         return frozenset()
-    whole = _whole_tree(ctx)
-    if whole is None:
-        return frozenset()
+    whole = ctx.whole_tree()
     dead: set[int] = set()
     for klass in candidates:
         flags = _invariants(whole, klass.name.value)
@@ -49,8 +47,9 @@ def ruled_out(ctx: FileContext) -> frozenset[int]:
 
 
 def _asserts(klass: cst.ClassDef) -> bool:
+    """Whether the class's `__init__` has an `assert` statement of its own (a cheap look first)."""
     init = next((method for method in _methods(klass) if method.name.value == "__init__"), None)
-    return init is not None and any(_assert_of(statement) is not None for statement in _statements(init))
+    return init is not None and any(_is_assert(statement) for statement in _statements(init))
 
 
 def _methods(klass: cst.ClassDef) -> list[cst.FunctionDef]:
@@ -62,23 +61,8 @@ def _statements(function: cst.FunctionDef) -> list[cst.BaseStatement]:
     return list(function.body.body) if isinstance(function.body, cst.IndentedBlock) else []
 
 
-def _assert_of(statement: cst.BaseStatement) -> Optional[cst.Assert]:
-    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
-        small = statement.body[0]
-        if isinstance(small, cst.Assert):
-            return small
-    return None
-
-
-def _whole_tree(ctx: FileContext) -> Optional[ast.Module]:
-    if ctx.whole_data is not None:
-        text = ctx.whole_data.decode("utf-8", errors="replace")
-    else:
-        text = ctx.source if ctx.source is not None else ctx.module.code
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
+def _is_assert(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(isinstance(small, cst.Assert) for small in statement.body)
 
 
 def _invariants(whole: ast.Module, name: str) -> dict[str, _Known]:

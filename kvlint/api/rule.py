@@ -72,6 +72,10 @@ class Violation:
     fix: Optional[Replacement] = None
 
 
+# The analysis key of `FileContext.whole_tree`: a caller holding that tree already sets it.
+WHOLE_TREE = "whole-ast"
+
+
 @dataclass
 class FileContext:
     """One parsed file, as the rules see it."""
@@ -118,6 +122,11 @@ class FileContext:
     def text(self) -> str:
         """The text `module` was parsed from."""
         return self.module.code if self.source is None else self.source
+
+    def whole_tree(self) -> ast.Module:
+        """CPython's tree of the whole file, where `module` may be a skeleton of it (its lines are the
+        skeleton's, so a position in one is the same in the other); parsed once per check."""
+        return self.analysis(WHOLE_TREE, lambda: ast.parse(self.whole_data if self.whole_data is not None else self.text()))
 
 
 class Rule:

@@ -20,7 +20,7 @@ from kvlint.running.preparse import Unparsable, python_tree, source_text, too_de
 from kvlint.running.plan import CheckRequest, helper_words, rule_groups, whole_file_groups, with_words
 from kvlint.api.triggers import passes
 from kvlint.api.contract import Contract
-from kvlint.api.rule import FileContext, Replacement, Rule, SourceFile, Violation
+from kvlint.api.rule import WHOLE_TREE, FileContext, Replacement, Rule, SourceFile, Violation
 from kvlint.running.decide import Candidate, FileDecisions, fingerprint
 from kvlint.running.suppression import parse_suppressions
 from kvlint.api.types import SYNTAX_ERROR, Applicability, FileOutcome, Finding, FixInfo, RunError, Suppression, fix_allowed
@@ -203,6 +203,9 @@ def check_module(
     """
     ctx = FileContext(request.path, module, request.contract, helpers=request.helpers, source=source,
                       whole_data=whole_data)
+    if tree is not None and whole_data is not None:
+        # The module is the whole file (the caller passes its tree only then): nothing parses it again.
+        ctx.analysis(WHOLE_TREE, lambda: tree)
     errors = _run_rules(ctx, request.rules)
     findings, kept, open_suppressions = _to_findings(request, module, ctx.violations, source, tree)
     return ModuleCheck(findings, kept, errors, open_suppressions)

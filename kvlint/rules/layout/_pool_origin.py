@@ -68,11 +68,14 @@ def pool_origin(ctx: FileContext, receiver: Optional[cst.BaseExpression], functi
     classes = _classes(ctx, receiver, function, 0) if receiver is not None else None
     contract = ctx.contract
     split_pools, split_bases = frozenset(contract.page_split_pools), frozenset(contract.page_split_bases)
-    # A pool of unknown class, or typed as a base, is one `function`'s class can meet.
-    met = split_pools - _never_met(ctx, function)
+    klass = class_of(ctx, function) if function is not None else None
+    owner = klass.name.value if klass is not None else ""
+    # A pool of unknown class, or typed as a base, is one `function`'s class can meet, but for those
+    # it never meets (`page-split-apart`); where it meets no other, it is page-split (`page-split-only`).
+    met = split_pools - frozenset(dict(contract.page_split_apart).get(owner, ()))
     shown = ctx.code_for(receiver) if receiver is not None else ""
     if classes is None:
-        verdict = (PAGE_SPLIT if _meets_split_only(ctx, function) else EITHER) if met else STRIDED
+        verdict = (PAGE_SPLIT if owner in contract.page_split_only else EITHER) if met else STRIDED
         return PoolOrigin(shown, None, verdict, tuple(sorted(met)))
     kinds: set[str] = set()
     for name, exact in classes:
@@ -85,20 +88,6 @@ def pool_origin(ctx: FileContext, receiver: Optional[cst.BaseExpression], functi
     verdict = kinds.pop() if len(kinds) == 1 else EITHER
     split = tuple(sorted({name for name, exact in classes if name in split_pools or (name in split_bases and not exact and met)}))
     return PoolOrigin(shown, classes, verdict, split)
-
-
-def _meets_split_only(ctx: FileContext, function: Optional[cst.FunctionDef]) -> bool:
-    """Whether the class `function` is a method of meets page-split pools and no other (`page-split-only`)."""
-    klass = class_of(ctx, function) if function is not None else None
-    return klass is not None and klass.name.value in ctx.contract.page_split_only
-
-
-def _never_met(ctx: FileContext, function: Optional[cst.FunctionDef]) -> frozenset[str]:
-    """The page-split pools the class `function` is a method of never meets (`page-split-apart`)."""
-    klass = class_of(ctx, function) if function is not None else None
-    if klass is None:
-        return frozenset()
-    return frozenset(dict(ctx.contract.page_split_apart).get(klass.name.value, ()))
 
 
 def _classes(

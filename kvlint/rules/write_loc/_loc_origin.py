@@ -288,8 +288,7 @@ def call_site(ctx: FileContext, call: cst.Call) -> tuple[FileOrigins, Optional[_
     # Imported here: `locate` loads LibCST's metadata package, which a worker defers until a file needs it.
     from kvlint.analysis.locate import locate
     # The whole file: the checked module may be a skeleton without the functions a value comes from.
-    # Its lines are the skeleton's, so a position in one is the same in the other.
-    whole = ctx.analysis("whole-ast", lambda: ast.parse(ctx.whole_data if ctx.whole_data is not None else ctx.text()))
+    whole = ctx.whole_tree()
     origins = ctx.analysis(FileOrigins, lambda: FileOrigins(whole, ctx.contract))
     parsed = whole if ctx.whole_data is None else ctx.analysis("parsed-ast", lambda: ast.parse(ctx.text()))
     start = locate(ctx.module, [call], parsed)[id(call)].range.start
