@@ -13,7 +13,8 @@ import pytest
 
 from kvlint.api.config import load_config
 from kvlint.api.types import Finding
-from kvlint.learn.guards import Tie, guard_tie
+from kvlint.learn.guards import Tie, dispatch_parameters, guard_tie
+from kvlint.learn.registry_read import dispatch_factories
 from kvlint.running.engine import RunOptions, run
 from test_layout_pool_origin import POOLS
 
@@ -280,3 +281,56 @@ def test_a_decorated_class_may_be_built_where_no_place_names_it(
     registered = "\n\n@register\nclass Plugin:\n    def make(self):\n        return StridedPool(1, 1, 1, 1, 1)\n"
     found = check(tmp_path, monkeypatch, **{"configurator.py": ASCEND_ONLY + registered})
     assert applicability(found[ASCEND]) == "unsafe"
+
+
+# An older engine's registry: one method picking the backend by comparing its parameter with each name.
+DISPATCH = (
+    "class Runner:\n"
+    "    def backend_from_str(self, backend_str):\n"
+    "        if backend_str == 'fa3':\n"
+    "            from eng.backends import FA3Backend\n"
+    "            return FA3Backend(self)\n"
+    "        elif backend_str == 'aiter':\n"
+    "            from eng.backends import AiterBackend\n"
+    "            return AiterBackend(self)\n"
+    "        elif backend_str == 'ascend':\n"
+    "            from eng.backends import AscendBackend\n"
+    "            return AscendBackend(self)\n"
+    "        raise ValueError(backend_str)\n"
+)
+
+
+def test_a_dispatching_if_chain_is_read_as_the_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    found = check(tmp_path, monkeypatch, **{"configurator.py": ASCEND_ONLY, "registry.py": DISPATCH})
+    assert ASCEND not in found
+    assert applicability(found[AITER]) == "safe"
+
+
+def test_a_parameter_compared_with_one_name_dispatches_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lone = (
+        "class Runner:\n"
+        "    def backend_from_str(self, backend_str):\n"
+        "        if backend_str == 'ascend':\n"
+        "            from eng.backends import AscendBackend\n"
+        "            return AscendBackend(self)\n"
+        "        from eng.backends import AiterBackend\n"
+        "        return AiterBackend(self)\n"
+    )
+    found = check(tmp_path, monkeypatch, **{"configurator.py": ASCEND_ONLY, "registry.py": lone})
+    assert applicability(found[ASCEND]) == "unsafe"
+
+
+def test_dispatch_factories_read_each_branch_and_the_dispatching_parameter() -> None:
+    reads = dispatch_factories(DISPATCH.encode())
+    assert [(read.name, read.function, read.returned) for read in reads] == [
+        ("fa3", "backend_from_str", ("FA3Backend",)),
+        ("aiter", "backend_from_str", ("AiterBackend",)),
+        ("ascend", "backend_from_str", ("AscendBackend",)),
+    ]
+    function = ast.parse(DISPATCH).body[0].body[0]  # type: ignore[attr-defined]
+    assert dispatch_parameters(function, REGISTERED) == frozenset({"backend_str"})
+    assert dispatch_parameters(function, frozenset({"ascend"})) == frozenset()
+    # Inside the dispatching function, its parameter names the backend.
+    test = ast.parse("backend_str == 'ascend'", mode="eval").body
+    assert guard_tie(test, True, {}, REGISTERED, frozenset({"backend_str"})) == Tie(backends=frozenset({"ascend"}))
+    assert guard_tie(test, True, {}, REGISTERED) == Tie()

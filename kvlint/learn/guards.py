@@ -40,18 +40,20 @@ def _meet(one: Optional[frozenset[str]], other: Optional[frozenset[str]]) -> Opt
     return other if one is None else one if other is None else one & other
 
 
-def guard_tie(test: ast.expr, holds: bool, predicates: Mapping[str, frozenset[str]], backends: frozenset[str]) -> Tie:
+def guard_tie(test: ast.expr, holds: bool, predicates: Mapping[str, frozenset[str]], backends: frozenset[str],
+              holders: frozenset[str] = frozenset()) -> Tie:
     """The tie a branch taken when `test` is `holds` gives: a backend compared (the registry's
     other names, `backends`, where the comparison fails), a platform tested, or a speculative
-    algorithm compared or tested by a predicate of its enum."""
+    algorithm compared or tested by a predicate of its enum. `holders`: the parameters of the
+    function the test sits in that hold a backend name (`dispatch_parameters`)."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return guard_tie(test.operand, not holds, predicates, backends)
+        return guard_tie(test.operand, not holds, predicates, backends, holders)
     if isinstance(test, ast.BoolOp):
         # Both parts hold under `and`, and neither under a failed `or`: each narrows.
         if isinstance(test.op, ast.And) == holds:
             tie = Tie()
             for value in test.values:
-                tie = tie.narrowed(guard_tie(value, holds, predicates, backends))
+                tie = tie.narrowed(guard_tie(value, holds, predicates, backends, holders))
             return tie
         return Tie()
     platform = _platform(test)
@@ -62,7 +64,7 @@ def guard_tie(test: ast.expr, holds: bool, predicates: Mapping[str, frozenset[st
     algorithms = algorithms_tested(test)
     if algorithms is not None:
         return Tie(algorithms=frozenset(algorithms)) if holds else Tie()
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _names_backend(test.left):
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _names_backend(test.left, holders):
         names = _strings(test.comparators[0])
         op = test.ops[0]
         positive = isinstance(op, (ast.Eq, ast.In)) if holds else isinstance(op, (ast.NotEq, ast.NotIn))
@@ -82,9 +84,26 @@ def _platform(test: ast.expr) -> Optional[str]:
     return device if device in _DEVICES else None
 
 
-def _names_backend(node: ast.expr) -> bool:
+def _names_backend(node: ast.expr, holders: frozenset[str]) -> bool:
+    if isinstance(node, ast.Name) and node.id in holders:
+        return True
     name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
     return name.endswith("attention_backend")
+
+
+def dispatch_parameters(function: ast.FunctionDef | ast.AsyncFunctionDef, backends: frozenset[str]) -> frozenset[str]:
+    """The parameters `function` compares with two of the registry's names at least: it picks the
+    backend by them (`if backend_str == "ascend": ... elif backend_str == "triton": ...`)."""
+    args = function.args
+    parameters = {arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    compared: dict[str, set[str]] = {}
+    for node in ast.walk(function):
+        if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
+                and isinstance(node.left, ast.Name) and node.left.id in parameters):
+            names = _strings(node.comparators[0])
+            if names is not None:
+                compared.setdefault(node.left.id, set()).update(names & backends)
+    return frozenset(parameter for parameter, names in compared.items() if len(names) >= 2)
 
 
 def _strings(node: ast.expr) -> Optional[frozenset[str]]:

@@ -23,7 +23,7 @@ from typing import Callable, Optional
 from kvlint.api.contract import Contract
 from kvlint.api.hierarchy import subclasses
 from kvlint.api.reach import Admission
-from kvlint.learn.registry_read import registry_factories
+from kvlint.learn.registry_read import dispatch_factories, registry_factories
 from kvlint.learn.scope import Scope
 from kvlint.learn.guards import Tie
 from kvlint.learn.ties import Ties
@@ -95,17 +95,21 @@ def backend_registry(
     scope: Scope, learned: Learned, compared: Callable[[], set[str]]
 ) -> list[tuple[str, str, tuple[str, ...]]]:
     """The backend registry as (name, factory, classes returned): the admission's, else the one
-    sharing most names with those the question at hand compares (`compared`, asked only then)."""
+    sharing most names with those the question at hand compares (`compared`, asked only then),
+    a decorated registry before a dispatching `if`/`elif` chain."""
     admission = learned.values.get("admission")
     if isinstance(admission, Admission) and admission.registry:
         return [(factory.name, factory.function, factory.classes) for factory in admission.registry]
     named = compared()
     best: list[tuple[str, str, tuple[str, ...]]] = []
     overlap = 0
-    for reads in scope.survey(registry_factories).values():
-        shared = len(named & {read.name for read in reads})
-        if shared > overlap:
-            overlap, best = shared, [(read.name, read.function, read.returned) for read in reads]
+    for reader in (registry_factories, dispatch_factories):
+        for reads in scope.survey(reader).values():
+            shared = len(named & {read.name for read in reads})
+            if shared > overlap:
+                overlap, best = shared, [(read.name, read.function, read.returned) for read in reads]
+        if best:
+            return best
     return best
 
 
@@ -116,7 +120,12 @@ def registry_consumers(scope: Scope, registry: list[tuple[str, str, tuple[str, .
     built = {name for _, _, classes in registry for name in classes}
     # What a factory returns may be another factory: only classes are consumers.
     consumers = sorted(subclasses(built, bases) - {function for _, function, _ in registry})
-    return consumers, Ties(scope, {function: name for name, function, _ in registry}, bases)
+    names: dict[str, set[str]] = {}
+    for name, function, _ in registry:
+        names.setdefault(function, set()).add(name)
+    # A function dispatching on several names is tied by its own guards, not as one name's factory.
+    factories = {function: next(iter(held)) for function, held in names.items() if len(held) == 1}
+    return consumers, Ties(scope, factories, bases, names=frozenset(name for name, _, _ in registry))
 
 
 def _compared(scope: Scope, split: tuple[str, ...]) -> set[str]:

@@ -6,6 +6,11 @@ under `name` (`ATTENTION_BACKENDS[name] = fn`); its factories are the module fun
 (through the file's `import ... as` aliases), `return other_factory(...)` delegates, anything
 else (a variable, a call kvlint cannot name) makes the factory opaque.
 
+An older engine has no registry: one function picks the backend by comparing its parameter
+with each name in an `if`/`elif` chain (`if backend_str == "ascend": return AscendAttnBackend(self)`).
+`dispatch_factories` reads such a chain as a registry whose factories are all that one function:
+what each branch returns is what its name builds.
+
 `references` is how admission tells whether a class could be built outside the factories that
 refuse it: every place a file names it as a value (a call, an argument, a binding), and any
 string equal to it (a class looked up by name). A name in an import, a class's bases, an
@@ -49,6 +54,52 @@ def registry_factories(data: bytes) -> tuple[FactoryRead, ...]:
     if not any(b"def " + name + b"(" in data for name in decorators):
         return ()
     return tuple(remembered("registry-factories", data, (), lambda: list(_factories(data))))
+
+
+# `name == "triton"`, twice or more in a file: a chain comparing one name with backend names.
+_COMPARED_NAME = re.compile(rb"\b(\w+) == [\"']")
+
+
+def dispatch_factories(data: bytes) -> tuple[FactoryRead, ...]:
+    """The backend names an `if`/`elif` chain of a function (a module function or a method)
+    compares one of its parameters with, each with what its branch returns; remembered by content."""
+    compared = [match.group(1) for match in _COMPARED_NAME.finditer(data)]
+    if len(compared) == len(set(compared)):
+        return ()
+    return tuple(remembered("dispatch-factories", data, (), lambda: list(_dispatches(data))))
+
+
+def _dispatches(data: bytes) -> Iterator[FactoryRead]:
+    tree = parsed_tree(data)
+    if tree is None:
+        return
+    aliases = _aliases(tree)
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        parameters = {arg.arg for arg in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
+        for statement in function.body:
+            branches = list(_chain(statement, parameters)) if isinstance(statement, ast.If) else []
+            # One parameter compared with two names at least: a dispatch, not a lone special case.
+            if len(branches) < 2 or len({parameter for parameter, _, _ in branches}) != 1:
+                continue
+            local = {**aliases, **_aliases(function)}
+            for _, name, branch in branches:
+                returned, opaque = _returned(branch, local)
+                yield FactoryRead(name, function.name, returned, opaque, branch.lineno)
+
+
+def _chain(node: ast.If, parameters: set[str]) -> Iterator[tuple[str, str, ast.If]]:
+    """(parameter, name, branch) for each link of an `if`/`elif` chain testing `parameter == "name"`."""
+    while True:
+        test = node.test
+        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+                and isinstance(test.left, ast.Name) and test.left.id in parameters
+                and isinstance(test.comparators[0], ast.Constant) and isinstance(test.comparators[0].value, str)):
+            yield test.left.id, test.comparators[0].value, node
+        if len(node.orelse) != 1 or not isinstance(node.orelse[0], ast.If):
+            return
+        node = node.orelse[0]
 
 
 def _factories(data: bytes) -> Iterator[FactoryRead]:
@@ -104,10 +155,11 @@ def _aliases(node: ast.AST) -> dict[str, str]:
     return found
 
 
-def _returned(function: ast.FunctionDef, aliases: dict[str, str]) -> tuple[tuple[str, ...], bool]:
+def _returned(function: ast.AST, aliases: dict[str, str]) -> tuple[tuple[str, ...], bool]:
     names: list[str] = []
     opaque = False
-    for node in ast.walk(function):
+    body = function.body if isinstance(function, ast.If) else [function]
+    for node in (inner for part in body for inner in ast.walk(part)):
         if not isinstance(node, ast.Return) or node.value is None:
             continue
         value = node.value

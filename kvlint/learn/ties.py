@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator, Mapping, Optional
 
 from kvlint.learn.algorithm_predicates import Predicates
-from kvlint.learn.guards import Tie, guard_tie
+from kvlint.learn.guards import Tie, dispatch_parameters, guard_tie
 from kvlint.learn.memo import remembered
 from kvlint.learn.statements import building_nothing, may_spell, statements_spelling
 from kvlint.learn.scope import Scope
@@ -65,13 +65,14 @@ class Ties:
 
     def __init__(self, scope: Scope, factories: Mapping[str, str], bases: Mapping[str, set[str]],
                  predicates: Predicates = (), enough: Optional[Callable[[Tie], bool]] = None,
-                 links: int = _LINKS) -> None:
+                 links: int = _LINKS, names: Optional[frozenset[str]] = None) -> None:
         self._scope = scope
         self._links = links
         self._question = enough
         self._factories = factories
         self._bases = bases
-        self._backends = frozenset(factories.values())
+        # The registry's names: those of its factories, unless a dispatching function holds several.
+        self._backends = frozenset(factories.values()) if names is None else names
         self._predicates = predicates
         self._known: dict[tuple[str, int, Tie], Optional[tuple[Tie, ...]]] = {}
         self._sites: dict[str, list[Site]] = {}
@@ -265,17 +266,20 @@ class _Walk:
     backends: frozenset[str]
     predicates: Mapping[str, frozenset[str]]
 
-    def sites(self, node: ast.AST, tie: Tie, owner: str, function: str, bound: bool = False) -> Iterator[Site]:
+    def sites(self, node: ast.AST, tie: Tie, owner: str, function: str, bound: bool = False,
+              holders: frozenset[str] = frozenset()) -> Iterator[Site]:
         if isinstance(node, ast.ClassDef):
             owner = owner or node.name
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not function:
             function = node.name
             bound = bool(owner) and not {_trailing(item) for item in node.decorator_list} & _UNBOUND
+            holders = dispatch_parameters(node, self.backends)
         if isinstance(node, (ast.If, ast.IfExp)):
-            yield from self.below([node.test], tie, owner, function, bound)
+            yield from self.below([node.test], tie, owner, function, bound, holders)
             for part, holds in ((node.body, True), (node.orelse, False)):
                 branches = part if isinstance(part, list) else [part]
-                yield from self.below(list(branches), tie.narrowed(guard_tie(node.test, holds, self.predicates, self.backends)), owner, function, bound)
+                narrowed = tie.narrowed(guard_tie(node.test, holds, self.predicates, self.backends, holders))
+                yield from self.below(list(branches), narrowed, owner, function, bound, holders)
             return
         if isinstance(node, ast.Dict):
             # A dict keyed by the registry's names (two at least) dispatches on the backend, each key
@@ -285,20 +289,21 @@ class _Walk:
             dispatch = len(self.backends.intersection(keys)) >= 2
             for key, name, value in zip(node.keys, keys, node.values):
                 inner = tie.narrowed(Tie(backends=frozenset({name}))) if dispatch and name is not None else tie
-                yield from self.below([key] if key is not None else [], tie, owner, function, bound)
-                yield from self.below([value], inner, owner, function, bound)
+                yield from self.below([key] if key is not None else [], tie, owner, function, bound, holders)
+                yield from self.below([value], inner, owner, function, bound, holders)
             return
         site = _site(node, self.wanted, self.quiet)
         if site is not None:
             name, spelled = site
             yield Site(name, owner, function, tie, spelled, bound)
         if not _exports(node):
-            yield from self.below(list(ast.iter_child_nodes(node)), tie, owner, function, bound)
+            yield from self.below(list(ast.iter_child_nodes(node)), tie, owner, function, bound, holders)
 
-    def below(self, nodes: list[ast.AST], tie: Tie, owner: str, function: str, bound: bool) -> Iterator[Site]:
+    def below(self, nodes: list[ast.AST], tie: Tie, owner: str, function: str, bound: bool,
+              holders: frozenset[str]) -> Iterator[Site]:
         for node in nodes:
             if may_spell(node, self.hits):
-                yield from self.sites(node, tie, owner, function, bound)
+                yield from self.sites(node, tie, owner, function, bound, holders)
 
 
 def _site(node: ast.AST, wanted: set[str], quiet: set[int]) -> Optional[tuple[str, bool]]:
