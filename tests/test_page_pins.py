@@ -10,7 +10,7 @@ import pytest
 from kvlint.api.config import load_config
 from kvlint.learn.page_pins import PinRead, page_size_pins
 from kvlint.running.engine import RunOptions, run
-from test_pool_pairing import AITER, ASCEND, MUSA, check
+from test_pool_pairing import AITER, ASCEND, BACKENDS, MUSA, VIEW, check
 
 # sglang's post-process for a backend whose kernels need pages of 64 (hpc_ops).
 CLAMP = (
@@ -97,8 +97,6 @@ def test_a_branch_elsewhere_that_may_set_another_size_for_the_backend_undoes_its
 def test_a_class_also_built_outside_the_pinned_backends_keeps_its_findings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_pool_pairing import BACKENDS
-
     anywhere = BACKENDS + "\n\nclass AnyAiter(AiterBackend):\n    pass\n\n\ndef make(runner):\n    return AnyAiter(runner)\n"
     assert flagged(tmp_path, monkeypatch, CLAMP, **{"backends.py": anywhere}) == {MUSA, AITER, ASCEND}
 
@@ -137,3 +135,23 @@ def test_an_edit_to_the_clamp_is_learned_again_with_the_cache_on(tmp_path: Path,
     assert cached(CLAMP.replace("page_size = 64", "page_size = 1")) == {MUSA, AITER, ASCEND}
     assert cached(CLAMP) == {MUSA, ASCEND}
     assert (tmp_path / ".kvlint_cache").is_dir()
+
+
+def test_a_view_past_a_test_for_an_instance_of_a_pinned_class_runs_on_whole_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wrapper backend paging its cache only where its dense backend is the clamped one.
+    wrapper = BACKENDS + (
+        "\n\nclass Wrapper(FA3Backend):\n"
+        "    def decode(self, layer):\n"
+        "        if isinstance(self.dense, AiterBackend):\n"
+        "    " + VIEW +
+        "        if isinstance(self.dense, (AiterBackend, MusaBackend)):\n"
+        "    " + VIEW +
+        "        assert isinstance(self.dense, AiterBackend)\n" + VIEW
+    )
+    lines = wrapper.splitlines()
+    views = [number for number, line in enumerate(lines, 1) if "view(-1" in line and number > ASCEND]
+    found = flagged(tmp_path, monkeypatch, CLAMP, **{"backends.py": wrapper})
+    # Past `isinstance(..., AiterBackend)` (an `if` or an `assert`) aiter runs: pages of 64. MusaBackend is not pinned.
+    assert found == {MUSA, ASCEND, views[1]}

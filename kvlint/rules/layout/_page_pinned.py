@@ -7,7 +7,9 @@ view is no hazard where the code pins `ps` above 1 on the way to it:
 
 * a module constant assigned once (`PAGE_SIZE = 64`, `_aliases.constant_page_size`);
 * a method of a class only ever built for backends whose page size the engine forces above 1
-  (`page-pinned-classes`, `kvlint.learn.page_pins`);
+  (`page-pinned-classes`, `kvlint.learn.page_pins`), or a test that an object is an instance of
+  such classes (`isinstance(self.dense_backend, TRTLLMHAAttnBackend)`): it and its subclasses
+  exist only in a run under those backends;
 * a test that held: an `if` whose condition (or one of its `and`-ed parts) is `ps == N`, with the
   view in its body, or an `and` chain with `ps == N` before the part holding the view
   (`self.page_size == 16 and kernel(k=k_cache.view(-1, self.page_size, ...))`);
@@ -63,7 +65,8 @@ def harmless_view(ctx: FileContext, call: cst.Call, function: Optional[cst.Funct
     tensor = _spelling(ctx, call.func.value, function) if isinstance(call.func, cst.Attribute) else ""
 
     def safe(test: cst.BaseExpression) -> bool:
-        return _pins(ctx, test, spelled, function) or bool(tensor) and _contiguous(ctx, test, tensor, function)
+        return (_pins(ctx, test, spelled, function) or _pinned_instance(ctx, test)
+                or bool(tensor) and _contiguous(ctx, test, tensor, function))
 
     rebound = {spelled, tensor} - {""}
     return _held_before(path, safe) or _asserted(path, safe, rebound) or _exited_unless(path, safe, rebound)
@@ -136,6 +139,21 @@ def _pins(ctx: FileContext, test: cst.BaseExpression, spelled: str, function: cs
         if isinstance(other, cst.Integer) and int(other.evaluated_value) > 1 and _spelling(ctx, side, function) == spelled:
             return True
     return False
+
+
+def _pinned_instance(ctx: FileContext, test: cst.BaseExpression) -> bool:
+    """`isinstance(x, C)` (or `(C, D)`), each class page-pinned."""
+    if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance"
+            and len(test.args) == 2):
+        return False
+    kinds = test.args[1].value
+    parts = [element.value for element in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+    pinned = dict(ctx.contract.page_pinned_classes)
+    return all(_trailing_name(part) in pinned for part in parts)
+
+
+def _trailing_name(expr: cst.BaseExpression) -> str:
+    return expr.value if isinstance(expr, cst.Name) else expr.attr.value if isinstance(expr, cst.Attribute) else ""
 
 
 def _contiguous(ctx: FileContext, test: cst.BaseExpression, tensor: str, function: cst.FunctionDef) -> bool:

@@ -90,7 +90,8 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
     module constant, `PAGE_SIZE = 64`; an `if`, `and` chain or `assert`
     testing `page_size == 64`; a backend class the engine only builds for
     backends whose page size its argument handling forces above 1, listed as
-    `page-pinned-classes` by `kvlint contract`), nor past a test that the
+    `page-pinned-classes` by `kvlint contract`, or a test that an object is
+    an instance of one), nor past a test that the
     tensor is contiguous (a token-major view never is), nor where its result
     is copied at once (`.view(...).contiguous()`, which KV202 judges): there
     it cannot differ from the helpers.
