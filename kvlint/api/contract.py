@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Mapping
 
+from kvlint.api.class_facts import ClassFacts
 from kvlint.api.door_kinds import DoorKind
 from kvlint.api.reach import Admission
 
@@ -89,6 +90,9 @@ class Contract:
     door_kinds: tuple[DoorKind, ...] = ()
     # The hierarchy (class -> bases) of the classes defining doors, above and below them.
     door_bases: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # What those classes' own code says of their instances (`kvlint.learn.class_facts`): the
+    # classes a receiver can exactly be, where the tree names none (`kvlint.analysis.exact_receivers`).
+    class_facts: tuple[ClassFacts, ...] = ()
     # Functions that return their loc argument with its mark kept (the tree's translate helpers):
     # `--prove` takes a call of one as proven when its first argument is.
     mark_keeping: tuple[str, ...] = ()
@@ -126,6 +130,8 @@ class Contract:
     # Pool classes that, with every subclass in the tree, keep that gate off: their doors
     # take a bare loc by design, so `--prove` counts a call on `self`/`super()` there as exempt.
     ungated_classes: tuple[str, ...] = ()
+    # Pool classes whose own instances keep that gate off (a subclass may turn it on for its own).
+    gate_off_classes: tuple[str, ...] = ()
     # The batch class (`[tool.kvlint.tbo] batch-class`) and its two-batch-overlap child builder: KV105
     # leaves the engine's own constructions of a batch (the class's methods, the builder) alone.
     batch_class: str = "ForwardBatch"

@@ -32,6 +32,9 @@ class DoorKind:
     takes: str
     # Whether it refuses an unmarked loc on some path: it reads the mark or reaches the tree's mark check.
     needs_mark: bool
+    # Whether that refusal may come from another pool it hands the loc to (not `self` or `super()`):
+    # an instance whose own gate is off still refuses there.
+    others_need_mark: bool = False
     # "PATH:LINE: passes `loc` to `store_kv_index`": what a message quotes (lines leave equality).
     why: str = field(default="", compare=False)
 

@@ -70,6 +70,7 @@ from kvlint.learn.statements import forget_pieces
 from kvlint.learn.binding import learn_binding_methods
 from kvlint.processes.collector import collector_paused
 from kvlint.learn.classes import batch_mark_field, data_class, paged_helpers_defined, write_loc_class
+from kvlint.learn.class_facts import learn_class_facts
 from kvlint.learn.door_kinds import forwarded_checks, learn_door_kinds
 from kvlint.learn.doors import doors_by_mark, doors_by_name, mark_checks
 from kvlint.api.hierarchy import subclasses
@@ -211,7 +212,8 @@ def _keys_to_fill(config: Config) -> set[str]:
             if config.contract_value(key) == AUTO}
     # Learned alongside the values they belong to, never configured on their own.
     auto |= {"write-loc-fields", "paged-helpers", "batch-fields", "door-checks-mark", "host-cache-classes",
-             "door-reasons", "door-kinds", "door-bases", "mark-gate", "ungated-classes", "binding-methods",
+             "door-reasons", "door-kinds", "door-bases", "class-facts", "mark-gate", "ungated-classes",
+             "gate-off-classes", "binding-methods",
              "page-split-bases", "page-split-apart", "page-split-only", "page-pinned-classes", "unmarked-loc-attributes",
              "admission"}
     if config.contract_value("write-loc-class") == AUTO:
@@ -325,6 +327,8 @@ def _learn_door_kinds(doors: Mapping[str, int], cls: str, mark: str, scope: Scop
         learned.pin(path, line)
     learned.values["door-bases"] = bases
     learned.sources["door-kinds"] = learned.sources["door-bases"] = "learned with write-doors"
+    learned.values["class-facts"] = learn_class_facts(scope, tuple(klass for klass, _ in bases))
+    learned.sources["class-facts"] = "learned with write-doors"
 
 
 def _learn_paged_helpers(scope: Scope, learned: _Learned) -> None:

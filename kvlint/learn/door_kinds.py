@@ -144,13 +144,18 @@ class _Resolver:
             return self.done[key]
         where = f"{self.scope.shown(path)}:{definition.line}"
         if key in self.busy:
-            return DoorKind(definition.name, definition.klass, OPEN, False, where)
+            return DoorKind(definition.name, definition.klass, OPEN, False, why=where)
         self.busy.add(key)
         try:
-            reached = [kind for forward in definition.forwards for kind in self._targets(definition, forward)]
+            same = [kind for forward in definition.forwards if forward.receiver in ("self", "super")
+                    for kind in self._targets(definition, forward)]
+            other = [kind for forward in definition.forwards if forward.receiver not in ("self", "super")
+                     for kind in self._targets(definition, forward)]
         finally:
             self.busy.discard(key)
+        reached = same + other
         needs_mark = definition.reads_mark or any(kind.needs_mark for kind in reached)
+        others = any(kind.others_need_mark for kind in same) or any(kind.needs_mark for kind in other)
         takes, evidence = definition.own, definition.evidence
         if takes == OPEN and reached:
             takes = takes_of(reached)
@@ -158,7 +163,8 @@ class _Resolver:
                 # Name the definition down the chain that does not take a write loc.
                 culprit = next(kind for kind in reached if kind.takes in (TENSOR, MIXED))
                 evidence = f"{evidence}, and {culprit.shown()}"
-        found = DoorKind(definition.name, definition.klass, takes, needs_mark, f"{where}: {evidence}" if evidence else where)
+        found = DoorKind(definition.name, definition.klass, takes, needs_mark, others,
+                         f"{where}: {evidence}" if evidence else where)
         self.done[key] = found
         return found
 

@@ -46,10 +46,16 @@ def learn_mark_gate(contract: Contract, learned: Learned, scope: Scope) -> None:
             return
         for klass, value in answer:
             settings.setdefault(klass, set()).add(value)
-    ungated = _ungated(class_bases(scope), settings)
+    bases = class_bases(scope)
+    ungated = _ungated(bases, settings)
     if ungated:
         learned.values["ungated-classes"] = tuple(ungated)
         learned.sources["ungated-classes"] = f"learned: classes keeping `{gate}` off, with their subclasses"
+    known: dict[str, Optional[bool]] = {}
+    off = tuple(name for name in sorted({*bases, *settings}) if _resolved(name, bases, settings, known) is False)
+    if off:
+        learned.values["gate-off-classes"] = off
+        learned.sources["gate-off-classes"] = f"learned: classes whose own instances keep `{gate}` off"
 
 
 def gate_checked(data: bytes, predicate: str) -> Optional[tuple[str, int]]:

@@ -15,12 +15,14 @@ from typing import Optional, Union
 
 import libcst as cst
 
+from kvlint.analysis.exact_receivers import ExactReceivers, exact_may_refuse
 from kvlint.analysis.index import CallSite
 from kvlint.analysis.pool_gate import needs_mark
 from kvlint.analysis.receivers import receiver_classes
 from kvlint.api.contract import Contract
 from kvlint.api.door_kinds import TENSOR, DoorKind, not_a_write_loc, reachable
 from kvlint.api.rule import FileContext
+from kvlint.rules.write_loc._loc_origin import cpython_call
 
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
@@ -54,6 +56,20 @@ class DoorCall:
         else:
             whose = f"`{self.receiver}` can be {', '.join(f'`{name}`' for name in sorted(self.classes))}"
         return f"{bad.shown()} does not take a write loc, and {whose}"
+
+
+def refusal_ruled_out(ctx: FileContext, site: CallSite, door: str) -> bool:
+    """Whether no class the receiver can exactly be (`kvlint.analysis.exact_receivers`) runs a
+    definition of `door` that may refuse a bare loc: asked where the classes it is named as may."""
+    func = site.call.func
+    if not ctx.contract.class_facts or not isinstance(func, cst.Attribute):
+        return False
+    function, call = cpython_call(ctx, site.call)
+    if call is None or not isinstance(call.func, ast.Attribute):
+        return False
+    klass = site.klass.name.value if site.klass is not None else ""
+    exact = ExactReceivers(ctx.contract, klass, function).of(call.func.value, call)
+    return exact is not None and not exact_may_refuse(ctx.contract, door, exact)
 
 
 def door_call(ctx: FileContext, site: CallSite, door: str) -> DoorCall:

@@ -285,12 +285,18 @@ def _may_hold(node: ast.AST, line: int) -> bool:
 def call_site(ctx: FileContext, call: cst.Call) -> tuple[FileOrigins, Optional[_Function], Optional[ast.Call]]:
     """The file's origins, and the function and CPython call of the LibCST `call` (located only here:
     a KV102 site whose loc or second loc needs following)."""
-    # Imported here: `locate` loads LibCST's metadata package, which a worker defers until a file needs it.
-    from kvlint.analysis.locate import locate
     # The whole file: the checked module may be a skeleton without the functions a value comes from.
     whole = ctx.whole_tree()
     origins = ctx.analysis(FileOrigins, lambda: FileOrigins(whole, ctx.contract))
+    function, found = cpython_call(ctx, call)
+    return origins, function, found
+
+
+def cpython_call(ctx: FileContext, call: cst.Call) -> tuple[Optional[_Function], Optional[ast.Call]]:
+    """CPython's call for the LibCST `call`, in the whole file's tree, and the innermost function holding it."""
+    # Imported here: `locate` loads LibCST's metadata package, which a worker defers until a file needs it.
+    from kvlint.analysis.locate import locate
+    whole = ctx.whole_tree()
     parsed = whole if ctx.whole_data is None else ctx.analysis("parsed-ast", lambda: ast.parse(ctx.text()))
     start = locate(ctx.module, [call], parsed)[id(call)].range.start
-    function, found = enclosing_function(whole, start.line, start.column)
-    return origins, function, found
+    return enclosing_function(whole, start.line, start.column)

@@ -20,7 +20,7 @@ from kvlint.rules.write_loc._raw_loc import (
     raw_loc_batch,
 )
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
-from kvlint.rules.write_loc._door_classes import door_call
+from kvlint.rules.write_loc._door_classes import door_call, refusal_ruled_out
 from kvlint.rules.write_loc._candidates import MayBeRawLoc, ast_loc_argument, encoded, file_units, helper_arguments
 from kvlint.rules.write_loc._through_helpers import door_reports, parameter_reports, return_reports
 
@@ -327,7 +327,7 @@ class BareWriteLoc(Rule):
                 if loc is None:
                     continue
                 reached = door_call(ctx, site, door)
-                if not reached.is_door or not reached.may_refuse(ctx.contract):
+                if not reached.is_door or not reached.may_refuse(ctx.contract) or refusal_ruled_out(ctx, site, door):
                     continue
                 fix = self._fix(ctx, arg.value, loc)
                 gaps = api_gaps(ctx, *self._needs(loc)) if fix is not None else []

@@ -12,7 +12,7 @@ from kvlint.analysis.dataflow import function_flow
 from kvlint.api.rule import FileContext, Rule
 from kvlint.analysis.index import module_index
 from kvlint.rules.write_loc._api_words import mark_stated, mark_unnamed
-from kvlint.rules.write_loc._door_classes import door_call
+from kvlint.rules.write_loc._door_classes import door_call, refusal_ruled_out
 from kvlint.rules.write_loc._raw_loc import loc_argument
 from kvlint.api.types import Invalid, Severity, Valid
 from kvlint.analysis.ast_walk import Function
@@ -36,7 +36,11 @@ class DroppedMark(Rule):
     `loc_info.loc`, `loc_info.swa_loc`, `loc_info.full_loc`. Only where some
     definition of the inner door the receiver can reach (by its class, as far
     as the tree says: a constructor, an annotation, an annotated parameter kept
-    as the attribute) needs the mark: one that ignores it loses nothing.
+    as the attribute) needs the mark: one that ignores it loses nothing. Nor
+    where the pools' own code rules out every class that would refuse: a
+    sub-pool built from a handed class by `size=` is never a unified pool whose
+    constructor takes a unified buffer, an `isinstance` test on the way
+    narrows, and an instance whose own gate is off refuses nothing itself.
 
     ## Why is this bad?
     The caller marked its loc; the wrapper door hands the inner door a bare
@@ -184,7 +188,7 @@ class DroppedMark(Rule):
             arg = loc_argument(site.call, doors[door])
             if arg is None or not _unwrapped(ctx, arg.value, door_method, incoming, 0):
                 continue
-            if not door_call(ctx, site, door).may_refuse(ctx.contract):
+            if not door_call(ctx, site, door).may_refuse(ctx.contract) or refusal_ruled_out(ctx, site, door):
                 # Every definition the inner pool can run ignores the mark: nothing is dropped.
                 continue
             ctx.report(

@@ -1,0 +1,29 @@
+"""What a pool class's own code says of its instances (learned by `kvlint.learn.class_facts`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class AttributeBuild:
+    """How one class's methods build `self.<attribute>`."""
+
+    attribute: str
+    exact: tuple[str, ...] = ()
+    typed: tuple[str, ...] = ()
+    # The keywords of each call of a class held in a variable.
+    keywords: tuple[tuple[str, ...], ...] = ()
+    unknown: bool = False
+
+
+@dataclass(frozen=True)
+class ClassFacts:
+    name: str
+    # The parameters its own `__init__` takes by keyword; None where it defines none.
+    init: Optional[tuple[str, ...]]
+    # `**kwargs`, a decorator, a metaclass or `__new__`: it may be built with any keyword.
+    init_open: bool
+    methods: tuple[str, ...]
+    attributes: tuple[AttributeBuild, ...]

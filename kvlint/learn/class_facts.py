@@ -1,0 +1,192 @@
+"""What a pool class's own code says of its instances: the keywords its constructor takes, the
+methods it defines, and what each `self.<attribute>` is built as.
+
+A call handing a door a loc reaches the definitions of the classes its receiver can be. Where the
+receiver is an attribute a composite pool builds from a class it was handed
+(`self.full_kv_pool = full_kv_pool_class(size=size, dtype=dtype, ...)`), the class is not named, but
+the call still says something: only a class whose constructor takes those keywords can be built
+so. The unified pools' constructors take a unified buffer, keyword-only, and no size, so a
+composite building its sub-pools by size never holds one (`kvlint.analysis.exact_receivers`).
+
+Read for the classes of the doors' hierarchy. An attribute is built:
+
+* `exact`: as `C(...)`, a class named by its capitalized name;
+* `typed`: as annotated (`self.pool: Optional[P] = None`), or from a parameter annotated so: `P`
+  or any subclass;
+* `keywords`: by calling a parameter that holds a class (annotated `type`/`Type[...]`, or
+  defaulting to a class) or a local taking only such parameters and class names (`cls = a or b`),
+  with the keywords the call passes;
+* anything else (a function's return, a value kvlint cannot read) makes it unknown.
+
+`None` builds nothing. A decorated class, one with a metaclass, or one defining `__new__` may be
+built with anything: its constructor is taken as open.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator, Optional, Union
+
+from kvlint.analysis.receivers import annotated_classes
+from kvlint.api.class_facts import AttributeBuild, ClassFacts
+from kvlint.learn.memo import remembered
+from kvlint.learn.scope import Scope
+from kvlint.learn.tree import names_spelled, parsed_tree
+
+_Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+
+
+def learn_class_facts(scope: Scope, names: tuple[str, ...]) -> tuple[ClassFacts, ...]:
+    """The facts of each class of `names` the tree defines (a name it does not, `ABC`, has none). A
+    name defined twice may be either: its constructor takes anything, its attributes are unknown,
+    and no method of it is taken to override one above it."""
+    found: dict[str, list[ClassFacts]] = {}
+    for facts in scope.survey(class_facts, tuple(sorted(names))).values():
+        for fact in facts:
+            found.setdefault(fact.name, []).append(fact)
+    return tuple(facts[0] if len(facts) == 1 else ClassFacts(name, None, True, (), (AttributeBuild("*", unknown=True),))
+                 for name, facts in sorted(found.items()))
+
+
+def class_facts(data: bytes, names: tuple[str, ...]) -> tuple[ClassFacts, ...]:
+    """The facts of each class of `names` a file defines, remembered by content."""
+    # Only the files defining one: the names (`KVCache`, `ABC`) are spelled in hundreds more.
+    wanted = tuple(name for name in names_spelled(data, names) if f"class {name}".encode() in data)
+    if not wanted:
+        return ()
+    return tuple(remembered("class-facts", data, wanted, lambda: list(_read(data, set(wanted)))))
+
+
+def _read(data: bytes, wanted: set[str]) -> Iterator[ClassFacts]:
+    tree = parsed_tree(data)
+    if tree is None:
+        return
+    for klass in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name in wanted):
+        methods = [item for item in klass.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        init = next((method for method in methods if method.name == "__init__"), None)
+        open_ = (bool(klass.decorator_list) or bool(klass.keywords) or any(method.name == "__new__" for method in methods)
+                 or (init is not None and init.args.kwarg is not None))
+        yield ClassFacts(klass.name, _keywords(init) if init is not None else None, open_,
+                         tuple(sorted({method.name for method in methods})), tuple(_builds(methods)))
+
+
+def _keywords(function: _Function) -> tuple[str, ...]:
+    args = function.args
+    return tuple(arg.arg for arg in (*args.args[1:], *args.kwonlyargs))
+
+
+def _builds(methods: list[_Function]) -> Iterator[AttributeBuild]:
+    found: dict[str, list[AttributeBuild]] = {}
+    # What the class's own methods say they return: `self._side_pool(...)` is a `UnifiedDraftKVPool`.
+    returns = {method.name: annotated_classes(method.returns) for method in methods if method.returns is not None}
+    for method in methods:
+        classes = _class_holders(method)
+        typed = {**_typed_parameters(method), **{f"self.{name}()": named for name, named in returns.items() if named}}
+        for node in ast.walk(method):
+            if _sets_by_name(node):
+                # `setattr(self, name, value)`: any attribute may be anything.
+                found.setdefault("*", []).append(AttributeBuild("*", unknown=True))
+            if isinstance(node, ast.AnnAssign) and _attribute(node.target):
+                found.setdefault(_attribute(node.target), []).append(
+                    AttributeBuild(_attribute(node.target), typed=tuple(sorted(annotated_classes(node.annotation)))))
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if _attribute(target):
+                        found.setdefault(_attribute(target), []).append(_build(_attribute(target), node.value, classes, typed))
+            elif isinstance(node, ast.AugAssign) and _attribute(node.target):
+                found.setdefault(_attribute(node.target), []).append(AttributeBuild(_attribute(node.target), unknown=True))
+    for attribute, builds in sorted(found.items()):
+        yield AttributeBuild(
+            attribute,
+            tuple(sorted({name for build in builds for name in build.exact})),
+            tuple(sorted({name for build in builds for name in build.typed})),
+            tuple(sorted({keywords for build in builds for keywords in build.keywords})),
+            any(build.unknown for build in builds),
+        )
+
+
+def _build(attribute: str, value: ast.expr, classes: set[str], typed: dict[str, set[str]]) -> AttributeBuild:
+    if isinstance(value, ast.Constant) and value.value is None:
+        return AttributeBuild(attribute)
+    if isinstance(value, ast.IfExp):
+        one, other = _build(attribute, value.body, classes, typed), _build(attribute, value.orelse, classes, typed)
+        return AttributeBuild(attribute, one.exact + other.exact, one.typed + other.typed,
+                              one.keywords + other.keywords, one.unknown or other.unknown)
+    if isinstance(value, ast.Call):
+        callee = value.func.id if isinstance(value.func, ast.Name) else value.func.attr if isinstance(value.func, ast.Attribute) else ""
+        if isinstance(value.func, ast.Name) and callee in classes:
+            # `**kwargs` may pass more; the keywords it names must be taken all the same.
+            return AttributeBuild(attribute, keywords=(tuple(sorted(k.arg for k in value.keywords if k.arg)),))
+        if callee[:1].isupper():
+            return AttributeBuild(attribute, exact=(callee,))
+        if _attribute(value.func) and f"self.{callee}()" in typed:
+            return AttributeBuild(attribute, typed=tuple(sorted(typed[f"self.{callee}()"])))
+        return AttributeBuild(attribute, unknown=True)
+    if isinstance(value, ast.Name) and value.id in typed:
+        return AttributeBuild(attribute, typed=tuple(sorted(typed[value.id])))
+    return AttributeBuild(attribute, unknown=True)
+
+
+def _class_holders(method: _Function) -> set[str]:
+    """The parameters holding a class (annotated `type`/`Type[...]`, or defaulting to a class name)
+    and the locals assigned only from those and class names (`cls = full_class or default_class`)."""
+    args = method.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: dict[str, ast.expr] = {arg.arg: default for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults)}
+    defaults.update({arg.arg: default for arg, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None})
+    holders = {arg.arg for arg in (*positional, *args.kwonlyargs)
+               if _names_type(arg.annotation) or _is_class_name(defaults.get(arg.arg))}
+    assignments: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(method):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assignments.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
+            holders -= {name.id for name in ast.walk(node) if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store)}
+    for _round in range(3):
+        for name, values in assignments.items():
+            if all(_of_classes(value, holders) for value in values):
+                holders.add(name)
+            else:
+                holders.discard(name)
+    return holders
+
+
+def _of_classes(value: ast.expr, holders: set[str]) -> bool:
+    if isinstance(value, ast.BoolOp):
+        return all(_of_classes(part, holders) for part in value.values)
+    if isinstance(value, ast.IfExp):
+        return _of_classes(value.body, holders) and _of_classes(value.orelse, holders)
+    return (isinstance(value, ast.Name) and value.id in holders) or _is_class_name(value)
+
+
+def _names_type(annotation: Optional[ast.expr]) -> bool:
+    if annotation is None:
+        return False
+    return any(isinstance(node, ast.Name) and node.id in ("type", "Type") for node in ast.walk(annotation))
+
+
+def _is_class_name(node: Optional[ast.expr]) -> bool:
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name[:1].isupper()
+
+
+def _typed_parameters(method: _Function) -> dict[str, set[str]]:
+    """The parameters annotated with classes, but those the method binds again."""
+    args = method.args
+    bound = {name.id for name in ast.walk(method) if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store)}
+    return {arg.arg: annotated_classes(arg.annotation) for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+            if arg.annotation is not None and annotated_classes(arg.annotation) and arg.arg not in bound}
+
+
+def _sets_by_name(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+            and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and node.args[0].id == "self"
+            and not isinstance(node.args[1], ast.Constant))
+
+
+def _attribute(target: ast.expr) -> str:
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+        return target.attr
+    return ""
