@@ -186,3 +186,16 @@ class Pool(Base):
     (decorated,) = class_facts(("@dataclass\n" + source.lstrip()).encode(), ("Pool",))
     assert decorated.init_open
     assert ast.parse(source)
+
+
+def test_prove_exempts_a_forward_no_class_it_can_reach_refuses(in_tmp: Path) -> None:
+    def kv104(pools: list[tuple[str, str]]) -> set[int]:
+        flagged(in_tmp, pools)
+        result = CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", "--prove", "--select", "KV104", "."])
+        return {finding["line"] for finding in json.loads(result.stdout)["findings"]}
+
+    forward = next(number for number, line in enumerate(COMPOSITE.splitlines(), 1) if FORWARD in line)
+    assert forward not in kv104([])
+    takes_size = ("def __init__(self, *, unified_buffer, sub_pool_name):",
+                  "def __init__(self, size=None, dtype=None, layer_num=None, *, unified_buffer=None, sub_pool_name=None):")
+    assert forward in kv104([takes_size])

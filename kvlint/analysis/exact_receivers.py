@@ -26,9 +26,10 @@ from __future__ import annotations
 import ast
 from typing import Iterator, Optional, Sequence, Union
 
+from kvlint.analysis.mark_needs import needs_mark
 from kvlint.api.class_facts import AttributeBuild
 from kvlint.api.contract import Contract
-from kvlint.api.door_kinds import ancestors
+from kvlint.api.door_kinds import DoorKind, ancestors
 from kvlint.api.hierarchy import children_of, subclasses
 
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
@@ -150,18 +151,22 @@ class ExactReceivers:
 
 def exact_may_refuse(contract: Contract, door: str, classes: frozenset[str]) -> bool:
     """Whether the definition of `door` some class of `classes` runs may refuse a bare loc."""
-    # Imported here: `pool_gate` imports the receivers module this module sits beside.
-    from kvlint.analysis.pool_gate import needs_mark
+    gate_off = set(contract.gate_off_classes) if contract.mark_gate else set()
+    return any(needs_mark(contract, kind) and (kind.others_need_mark or klass not in gate_off)
+               for klass, kind in door_runners(contract, door, classes).items())
 
+
+def door_runners(contract: Contract, door: str, classes: frozenset[str]) -> dict[str, DoorKind]:
+    """The classes of `classes` that have a `door`, with the definition each runs (a mixin or a
+    metadata record without one fails the call, refusing nothing)."""
     bases = {name: tuple(parents) for name, parents in contract.door_bases}
     defined = {kind.klass: kind for kind in contract.door_kinds if kind.name == door}
-    gate_off = set(contract.gate_off_classes) if contract.mark_gate else set()
-    for klass in classes:
+    runners = {}
+    for klass in sorted(classes):
         kind = next((defined[owner] for owner in ancestors(klass, bases) if owner in defined), None)
-        # A class defining no such door (a mixin, a metadata record) fails the call, refusing nothing.
-        if kind is not None and needs_mark(contract, kind) and (kind.others_need_mark or klass not in gate_off):
-            return True
-    return False
+        if kind is not None:
+            runners[klass] = kind
+    return runners
 
 
 def _guards(body: Sequence[ast.stmt], call: ast.Call, name: str) -> Iterator[tuple[ast.expr, bool]]:
@@ -214,8 +219,12 @@ def _isinstance_of(test: ast.expr, name: str) -> Optional[tuple[set[str], bool]]
         return None
     kinds = test.args[1]
     parts = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
-    names = {part.id if isinstance(part, ast.Name) else part.attr if isinstance(part, ast.Attribute) else "" for part in parts}
+    names = {_trailing(part) for part in parts}
     return None if "" in names else (names, True)
+
+
+def _trailing(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
 
 
 def _bindings(root: ast.AST, name: str) -> int:
@@ -229,8 +238,8 @@ def _bindings(root: ast.AST, name: str) -> int:
             count += 1
         elif isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name:
             count += 1
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name and node is not root:
-            count += 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            count += node is not root
         elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
             count += 1
     return count

@@ -26,10 +26,12 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from kvlint.analysis.exact_receivers import ExactReceivers, door_runners, exact_may_refuse
+from kvlint.analysis.mark_needs import needs_mark
 from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
 from kvlint.analysis.receivers import receiver_classes
 from kvlint.api.contract import Contract
-from kvlint.api.door_kinds import MIXED, WRITE_LOC, DoorKind, reachable
+from kvlint.api.door_kinds import reachable
 
 _MAX_DEPTH = 4
 
@@ -61,24 +63,27 @@ def mark_not_needed(tree: ProofTree, contract: Contract, where: Place, door: str
         klass = module.classes.get(where.klass) if module is not None and where.klass else None
         classes = receiver_classes(func.value, where.function, klass, known)
     reached = reachable(contract.door_kinds, bases, door, classes)
-    if not reached or any(needs_mark(contract, kind) for kind in reached):
+    if not reached:
         return None
     receiver = ast.unparse(func.value) if isinstance(func, ast.Attribute) else door
+    if any(needs_mark(contract, kind) for kind in reached):
+        return _exactly_not_needed(contract, where, door, call, receiver)
     whose = "of a class kvlint cannot tell" if classes is None else f"a {' or '.join(f'`{c}`' for c in sorted(classes))}"
     shown = "; ".join(kind.shown() for kind in reached)
     return f"`{receiver}` is {whose}, and no `{door}` it can reach checks the mark: {shown}"
 
 
-def needs_mark(contract: Contract, kind: DoorKind) -> bool:
-    """Where the tree's doors check the mark, a definition needs it where it reaches that check; where
-    none does yet (a tree part-way through the migration), wherever it takes a write loc at all. A
-    definition in a class that keeps the tree's gate off with every subclass needs it nowhere: it only
-    ever runs with the gate off, where the check lets a bare loc through."""
-    if contract.mark_gate and kind.klass in contract.ungated_classes:
-        return False
-    if contract.door_checks_mark:
-        return kind.needs_mark
-    return kind.takes in (WRITE_LOC, MIXED)
+def _exactly_not_needed(contract: Contract, where: Place, door: str, call: ast.Call, receiver: str) -> Optional[str]:
+    """Why no class the receiver can exactly be (`kvlint.analysis.exact_receivers`) refuses a bare loc."""
+    if not contract.class_facts or not isinstance(call.func, ast.Attribute):
+        return None
+    exact = ExactReceivers(contract, where.klass, where.function).of(call.func.value, call)
+    if exact is None or exact_may_refuse(contract, door, exact):
+        return None
+    runners = sorted(door_runners(contract, door, exact))
+    shown = ", ".join(f"`{name}`" for name in runners[:6]) + (", ..." if len(runners) > 6 else "")
+    return (f"of the classes with a `{door}`, `{receiver}` can only be {shown or 'none'} by what the pool "
+            "classes build it as, and none of them refuses a bare loc: each keeps its own gate off or ignores the mark")
 
 
 def _stays_in_pool(

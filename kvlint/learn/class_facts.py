@@ -64,7 +64,8 @@ def _read(data: bytes, wanted: set[str]) -> Iterator[ClassFacts]:
     for klass in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name in wanted):
         methods = [item for item in klass.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
         init = next((method for method in methods if method.name == "__init__"), None)
-        open_ = (bool(klass.decorator_list) or bool(klass.keywords) or any(method.name == "__new__" for method in methods)
+        open_ = (bool(klass.decorator_list) or bool(klass.keywords)
+                 or any(method.name == "__new__" for method in methods)
                  or (init is not None and init.args.kwarg is not None))
         yield ClassFacts(klass.name, _keywords(init) if init is not None else None, open_,
                          tuple(sorted({method.name for method in methods})), tuple(_builds(methods)))
@@ -92,9 +93,11 @@ def _builds(methods: list[_Function]) -> Iterator[AttributeBuild]:
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     if _attribute(target):
-                        found.setdefault(_attribute(target), []).append(_build(_attribute(target), node.value, classes, typed))
+                        built = _build(_attribute(target), node.value, classes, typed)
+                        found.setdefault(built.attribute, []).append(built)
             elif isinstance(node, ast.AugAssign) and _attribute(node.target):
-                found.setdefault(_attribute(node.target), []).append(AttributeBuild(_attribute(node.target), unknown=True))
+                found.setdefault(_attribute(node.target), []).append(
+                    AttributeBuild(_attribute(node.target), unknown=True))
     for attribute, builds in sorted(found.items()):
         yield AttributeBuild(
             attribute,
@@ -113,7 +116,7 @@ def _build(attribute: str, value: ast.expr, classes: set[str], typed: dict[str, 
         return AttributeBuild(attribute, one.exact + other.exact, one.typed + other.typed,
                               one.keywords + other.keywords, one.unknown or other.unknown)
     if isinstance(value, ast.Call):
-        callee = value.func.id if isinstance(value.func, ast.Name) else value.func.attr if isinstance(value.func, ast.Attribute) else ""
+        callee = _trailing(value.func)
         if isinstance(value.func, ast.Name) and callee in classes:
             # `**kwargs` may pass more; the keywords it names must be taken all the same.
             return AttributeBuild(attribute, keywords=(tuple(sorted(k.arg for k in value.keywords if k.arg)),))
@@ -132,7 +135,8 @@ def _class_holders(method: _Function) -> set[str]:
     and the locals assigned only from those and class names (`cls = full_class or default_class`)."""
     args = method.args
     positional = [*args.posonlyargs, *args.args]
-    defaults: dict[str, ast.expr] = {arg.arg: default for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults)}
+    defaulted = positional[len(positional) - len(args.defaults):]
+    defaults: dict[str, ast.expr] = {arg.arg: default for arg, default in zip(defaulted, args.defaults)}
     defaults.update({arg.arg: default for arg, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None})
     holders = {arg.arg for arg in (*positional, *args.kwonlyargs)
                if _names_type(arg.annotation) or _is_class_name(defaults.get(arg.arg))}
@@ -168,8 +172,11 @@ def _names_type(annotation: Optional[ast.expr]) -> bool:
 
 
 def _is_class_name(node: Optional[ast.expr]) -> bool:
-    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
-    return name[:1].isupper()
+    return node is not None and _trailing(node)[:1].isupper()
+
+
+def _trailing(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
 
 
 def _typed_parameters(method: _Function) -> dict[str, set[str]]:

@@ -17,7 +17,7 @@ import libcst as cst
 
 from kvlint.analysis.exact_receivers import ExactReceivers, exact_may_refuse
 from kvlint.analysis.index import CallSite
-from kvlint.analysis.pool_gate import needs_mark
+from kvlint.analysis.mark_needs import needs_mark
 from kvlint.analysis.receivers import receiver_classes
 from kvlint.api.contract import Contract
 from kvlint.api.door_kinds import TENSOR, DoorKind, not_a_write_loc, reachable
