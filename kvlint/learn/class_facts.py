@@ -61,7 +61,7 @@ def _read(data: bytes, wanted: set[str]) -> Iterator[ClassFacts]:
     tree = parsed_tree(data)
     if tree is None:
         return
-    for klass in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name in wanted):
+    for klass in (node for node in _classes(tree.body) if node.name in wanted):
         methods = [item for item in klass.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
         init = next((method for method in methods if method.name == "__init__"), None)
         open_ = (bool(klass.decorator_list) or bool(klass.keywords)
@@ -69,6 +69,18 @@ def _read(data: bytes, wanted: set[str]) -> Iterator[ClassFacts]:
                  or (init is not None and init.args.kwarg is not None))
         yield ClassFacts(klass.name, _keywords(init) if init is not None else None, open_,
                          tuple(sorted({method.name for method in methods})), tuple(_builds(methods)))
+
+
+def _classes(body: list[ast.stmt]) -> Iterator[ast.ClassDef]:
+    """The classes a module defines, under `if`/`try` blocks too, not inside functions (where a
+    class is no class of the tree's hierarchy to name)."""
+    for statement in body:
+        if isinstance(statement, ast.ClassDef):
+            yield statement
+            yield from _classes(statement.body)
+        elif isinstance(statement, (ast.If, ast.Try)):
+            yield from _classes([*statement.body, *statement.orelse, *getattr(statement, "finalbody", []),
+                                 *(part for handler in getattr(statement, "handlers", []) for part in handler.body)])
 
 
 def _keywords(function: _Function) -> tuple[str, ...]:
@@ -79,15 +91,19 @@ def _keywords(function: _Function) -> tuple[str, ...]:
 def _builds(methods: list[_Function]) -> Iterator[AttributeBuild]:
     found: dict[str, list[AttributeBuild]] = {}
     # What the class's own methods say they return: `self._side_pool(...)` is a `UnifiedDraftKVPool`.
-    returns = {method.name: annotated_classes(method.returns) for method in methods if method.returns is not None}
+    returns = {f"self.{method.name}()": annotated_classes(method.returns) for method in methods
+               if method.returns is not None}
     for method in methods:
-        classes = _class_holders(method)
-        typed = {**_typed_parameters(method), **{f"self.{name}()": named for name, named in returns.items() if named}}
-        for node in ast.walk(method):
-            if _sets_by_name(node):
+        walked = _Walked(method)
+        if not walked.attributes:
+            continue
+        classes = walked.class_holders()
+        typed = {**walked.typed_parameters(), **{call: named for call, named in returns.items() if named}}
+        for node in walked.attributes:
+            if isinstance(node, ast.Call):
                 # `setattr(self, name, value)`: any attribute may be anything.
                 found.setdefault("*", []).append(AttributeBuild("*", unknown=True))
-            if isinstance(node, ast.AnnAssign) and _attribute(node.target):
+            elif isinstance(node, ast.AnnAssign):
                 found.setdefault(_attribute(node.target), []).append(
                     AttributeBuild(_attribute(node.target), typed=tuple(sorted(annotated_classes(node.annotation)))))
             elif isinstance(node, ast.Assign):
@@ -95,9 +111,8 @@ def _builds(methods: list[_Function]) -> Iterator[AttributeBuild]:
                     if _attribute(target):
                         built = _build(_attribute(target), node.value, classes, typed)
                         found.setdefault(built.attribute, []).append(built)
-            elif isinstance(node, ast.AugAssign) and _attribute(node.target):
-                found.setdefault(_attribute(node.target), []).append(
-                    AttributeBuild(_attribute(node.target), unknown=True))
+            elif isinstance(node, ast.AugAssign):
+                found.setdefault(_attribute(node.target), []).append(AttributeBuild(_attribute(node.target), unknown=True))
     for attribute, builds in sorted(found.items()):
         yield AttributeBuild(
             attribute,
@@ -106,6 +121,61 @@ def _builds(methods: list[_Function]) -> Iterator[AttributeBuild]:
             tuple(sorted({keywords for build in builds for keywords in build.keywords})),
             any(build.unknown for build in builds),
         )
+
+
+class _Walked:
+    """One walk of a method: what sets `self.<attribute>`, and how its local names are bound."""
+
+    def __init__(self, method: _Function) -> None:
+        self.method = method
+        self.attributes: list[ast.AST] = []
+        self.assignments: dict[str, list[ast.expr]] = {}
+        self.stored: set[str] = set()
+        self.bound_otherwise: set[str] = set()
+        for node in ast.walk(method):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                self.stored.add(node.id)
+            if isinstance(node, ast.Assign):
+                if any(_attribute(target) for target in node.targets):
+                    self.attributes.append(node)
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        self.assignments.setdefault(target.id, []).append(node.value)
+                    else:
+                        # Unpacked: what each name gets is not read.
+                        self.bound_otherwise |= {name.id for name in ast.walk(target) if isinstance(name, ast.Name)}
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and _attribute(node.target):
+                self.attributes.append(node)
+            elif _sets_by_name(node):
+                self.attributes.append(node)
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
+                self.bound_otherwise |= {name.id for name in ast.walk(node)
+                                         if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store)}
+
+    def class_holders(self) -> set[str]:
+        """The parameters holding a class (annotated `type`/`Type[...]`, or defaulting to a class name)
+        and the locals assigned only from those and class names (`cls = full_class or default_class`)."""
+        args = self.method.args
+        positional = [*args.posonlyargs, *args.args]
+        defaulted = positional[len(positional) - len(args.defaults):]
+        defaults: dict[str, ast.expr] = {arg.arg: default for arg, default in zip(defaulted, args.defaults)}
+        defaults.update({arg.arg: value for arg, value in zip(args.kwonlyargs, args.kw_defaults) if value is not None})
+        holders = {arg.arg for arg in (*positional, *args.kwonlyargs)
+                   if _names_type(arg.annotation) or _is_class_name(defaults.get(arg.arg))} - self.bound_otherwise
+        for _round in range(3):
+            for name, values in self.assignments.items():
+                if name not in self.bound_otherwise and all(_of_classes(value, holders) for value in values):
+                    holders.add(name)
+                else:
+                    holders.discard(name)
+        return holders
+
+    def typed_parameters(self) -> dict[str, set[str]]:
+        """The parameters annotated with classes, but those the method binds again."""
+        args = self.method.args
+        every = (*args.posonlyargs, *args.args, *args.kwonlyargs)
+        typed = {arg.arg: annotated_classes(arg.annotation) for arg in every if arg.annotation is not None}
+        return {name: classes for name, classes in typed.items() if classes and name not in self.stored}
 
 
 def _build(attribute: str, value: ast.expr, classes: set[str], typed: dict[str, set[str]]) -> AttributeBuild:
@@ -130,33 +200,6 @@ def _build(attribute: str, value: ast.expr, classes: set[str], typed: dict[str, 
     return AttributeBuild(attribute, unknown=True)
 
 
-def _class_holders(method: _Function) -> set[str]:
-    """The parameters holding a class (annotated `type`/`Type[...]`, or defaulting to a class name)
-    and the locals assigned only from those and class names (`cls = full_class or default_class`)."""
-    args = method.args
-    positional = [*args.posonlyargs, *args.args]
-    defaulted = positional[len(positional) - len(args.defaults):]
-    defaults: dict[str, ast.expr] = {arg.arg: default for arg, default in zip(defaulted, args.defaults)}
-    defaults.update({arg.arg: default for arg, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None})
-    holders = {arg.arg for arg in (*positional, *args.kwonlyargs)
-               if _names_type(arg.annotation) or _is_class_name(defaults.get(arg.arg))}
-    assignments: dict[str, list[ast.expr]] = {}
-    for node in ast.walk(method):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    assignments.setdefault(target.id, []).append(node.value)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
-            holders -= {name.id for name in ast.walk(node) if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store)}
-    for _round in range(3):
-        for name, values in assignments.items():
-            if all(_of_classes(value, holders) for value in values):
-                holders.add(name)
-            else:
-                holders.discard(name)
-    return holders
-
-
 def _of_classes(value: ast.expr, holders: set[str]) -> bool:
     if isinstance(value, ast.BoolOp):
         return all(_of_classes(part, holders) for part in value.values)
@@ -177,14 +220,6 @@ def _is_class_name(node: Optional[ast.expr]) -> bool:
 
 def _trailing(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
-
-
-def _typed_parameters(method: _Function) -> dict[str, set[str]]:
-    """The parameters annotated with classes, but those the method binds again."""
-    args = method.args
-    bound = {name.id for name in ast.walk(method) if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store)}
-    return {arg.arg: annotated_classes(arg.annotation) for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
-            if arg.annotation is not None and annotated_classes(arg.annotation) and arg.arg not in bound}
 
 
 def _sets_by_name(node: ast.AST) -> bool:
