@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvlint.cli import main
-from kvlint.learn.class_facts import class_facts
+from kvlint.learn.class_facts import class_facts, set_from_outside
 from test_door_classes import WRITE_LOC
 
 POOLS = '''
@@ -199,3 +199,11 @@ def test_prove_exempts_a_forward_no_class_it_can_reach_refuses(in_tmp: Path) -> 
     takes_size = ("def __init__(self, *, unified_buffer, sub_pool_name):",
                   "def __init__(self, size=None, dtype=None, layer_num=None, *, unified_buffer=None, sub_pool_name=None):")
     assert forward in kv104([takes_size])
+
+
+def test_an_attribute_set_from_outside_the_class_may_be_anything(in_tmp: Path) -> None:
+    (in_tmp / "engine").mkdir(parents=True, exist_ok=True)
+    (in_tmp / "engine/configure.py").write_text(
+        "def swap(pool, unified_buffer):\n    pool.swa = UnifiedMHAPool(unified_buffer=unified_buffer, sub_pool_name='swa')\n")
+    assert flagged(in_tmp) == {"kv", "mla"}
+    assert set_from_outside(b"self.swa = 1\nrunner.pool.swa = 2\nx.full == 3\n", ("full", "swa")) == ("swa",)

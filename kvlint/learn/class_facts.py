@@ -25,6 +25,8 @@ built with anything: its constructor is taken as open.
 from __future__ import annotations
 
 import ast
+import re
+from dataclasses import replace
 from typing import Iterator, Optional, Union
 
 from kvlint.analysis.receivers import annotated_classes
@@ -44,8 +46,33 @@ def learn_class_facts(scope: Scope, names: tuple[str, ...]) -> tuple[ClassFacts,
     for facts in scope.survey(class_facts, tuple(sorted(names))).values():
         for fact in facts:
             found.setdefault(fact.name, []).append(fact)
-    return tuple(facts[0] if len(facts) == 1 else ClassFacts(name, None, True, (), (AttributeBuild("*", unknown=True),))
-                 for name, facts in sorted(found.items()))
+    learned = [facts[0] if len(facts) == 1 else ClassFacts(name, None, True, (), (AttributeBuild("*", unknown=True),))
+               for name, facts in sorted(found.items())]
+    # An attribute some code sets on an instance from outside (`pool.full_kv_pool = ...`) may be anything.
+    # Only those that could answer what a receiver is are looked for (built as classes of the hierarchy).
+    hierarchy = set(names)
+    attributes = tuple(sorted({build.attribute for facts in learned for build in facts.attributes
+                               if not build.unknown and hierarchy.issuperset((*build.exact, *build.typed))} - {"*"}))
+    outside = {name for names in scope.survey(set_from_outside, attributes).values() for name in names}
+    return tuple(replace(facts, attributes=tuple(
+        AttributeBuild(build.attribute, unknown=True) if build.attribute in outside else build
+        for build in facts.attributes)) for facts in learned)
+
+
+def set_from_outside(data: bytes, attributes: tuple[str, ...]) -> tuple[str, ...]:
+    """The attributes of `attributes` a file assigns on anything but `self` (`pool.swa_kv_pool = p`)."""
+    wanted = names_spelled(data, attributes)
+    if not wanted:
+        return ()
+    pattern = re.compile(rb"\.(" + b"|".join(re.escape(name.encode()) for name in wanted) + rb")\s*=(?!=)")
+    found = set()
+    for match in pattern.finditer(data):
+        before = data[max(0, match.start() - 5):match.start()]
+        joined = before[:1].isalnum() or before[:1] == b"_"
+        owner_is_self = before.endswith(b"self") and (len(before) == 4 or not joined)
+        if not owner_is_self:
+            found.add(match.group(1).decode())
+    return tuple(sorted(found))
 
 
 def class_facts(data: bytes, names: tuple[str, ...]) -> tuple[ClassFacts, ...]:
@@ -112,7 +139,8 @@ def _builds(methods: list[_Function]) -> Iterator[AttributeBuild]:
                         built = _build(_attribute(target), node.value, classes, typed)
                         found.setdefault(built.attribute, []).append(built)
             elif isinstance(node, ast.AugAssign):
-                found.setdefault(_attribute(node.target), []).append(AttributeBuild(_attribute(node.target), unknown=True))
+                attribute = _attribute(node.target)
+                found.setdefault(attribute, []).append(AttributeBuild(attribute, unknown=True))
     for attribute, builds in sorted(found.items()):
         yield AttributeBuild(
             attribute,
