@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from dataclasses import replace
 from typing import Iterator, Optional, Union
 
@@ -48,15 +49,24 @@ def learn_class_facts(scope: Scope, names: tuple[str, ...]) -> tuple[ClassFacts,
             found.setdefault(fact.name, []).append(fact)
     learned = [facts[0] if len(facts) == 1 else ClassFacts(name, None, True, (), (AttributeBuild("*", unknown=True),))
                for name, facts in sorted(found.items())]
-    # An attribute some code sets on an instance from outside (`pool.full_kv_pool = ...`) may be anything.
-    # Only those that could answer what a receiver is are looked for (built as classes of the hierarchy).
+    # Only an attribute some class builds as classes of the hierarchy can answer what a receiver is;
+    # the contract travels with every file checked, so the others are left out, and a class's
+    # unreadable build of one of those is kept as unknown.
     hierarchy = set(names)
-    attributes = tuple(sorted({build.attribute for facts in learned for build in facts.attributes
-                               if not build.unknown and hierarchy.issuperset((*build.exact, *build.typed))} - {"*"}))
-    outside = {name for names in scope.survey(set_from_outside, attributes).values() for name in names}
-    return tuple(replace(facts, attributes=tuple(
-        AttributeBuild(build.attribute, unknown=True) if build.attribute in outside else build
-        for build in facts.attributes)) for facts in learned)
+    answering = {build.attribute for facts in learned for build in facts.attributes
+                 if not build.unknown and hierarchy.issuperset((*build.exact, *build.typed))} - {"*"}
+    # An attribute some code sets on an instance from outside (`pool.full_kv_pool = ...`) may be anything.
+    answering -= {name for names in scope.survey(set_from_outside, tuple(sorted(answering))).values() for name in names}
+    # Which class runs a method matters only for a name two classes define.
+    defined = Counter(method for facts in learned for method in facts.methods)
+    return tuple(replace(
+        facts,
+        methods=tuple(method for method in facts.methods if defined[method] > 1),
+        attributes=tuple(
+            build if build.attribute in answering and hierarchy.issuperset((*build.exact, *build.typed))
+            else AttributeBuild(build.attribute, unknown=True)
+            for build in facts.attributes if build.attribute in answering or build.attribute == "*"),
+    ) for facts in learned)
 
 
 def set_from_outside(data: bytes, attributes: tuple[str, ...]) -> tuple[str, ...]:
