@@ -7,10 +7,11 @@ by `kvlint.learn.contract` from the scanned tree, falling back to the seed's spe
 
 from __future__ import annotations
 
+import pickle
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from kvlint.api.class_facts import ClassFacts
 from kvlint.api.door_kinds import DoorKind
@@ -156,6 +157,11 @@ class Contract:
     # "learned from engine PACKAGE/PATH:LINE" (the installed engine's source).
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
+    def __reduce__(self) -> tuple[Callable[[bytes], Contract], tuple[bytes]]:
+        # A contract goes to a worker with every file it checks: its bytes are made once here, and a
+        # worker builds each contract it is sent once (`_shipped`). Cached properties stay behind.
+        return _shipped, (_bytes_of(self),)
+
     @cached_property
     def door_loc_index(self) -> Mapping[str, int]:
         return dict(self.write_doors)
@@ -202,3 +208,28 @@ class Contract:
                 value = value.lower() in ("1", "true", "yes")
             changes[name] = value
         return replace(self, **changes)
+
+
+# The bytes of the contracts pickled lately, with the contracts (kept alive: ids are not reused).
+_PICKLED: list[tuple[Contract, bytes]] = []
+# The contracts unpickled lately, by their bytes.
+_UNPICKLED: dict[bytes, Contract] = {}
+
+
+def _bytes_of(contract: Contract) -> bytes:
+    for held, data in _PICKLED:
+        if held is contract:
+            return data
+    data = pickle.dumps({item.name: getattr(contract, item.name) for item in fields(contract)},
+                        protocol=pickle.HIGHEST_PROTOCOL)
+    _PICKLED.insert(0, (contract, data))
+    del _PICKLED[4:]
+    return data
+
+
+def _shipped(data: bytes) -> Contract:
+    if data not in _UNPICKLED:
+        if len(_UNPICKLED) >= 4:
+            _UNPICKLED.clear()
+        _UNPICKLED[data] = Contract(**pickle.loads(data))
+    return _UNPICKLED[data]
