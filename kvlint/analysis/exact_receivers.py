@@ -26,11 +26,12 @@ from __future__ import annotations
 import ast
 from typing import Iterator, Optional, Sequence, Union
 
+from kvlint.analysis._ast_tensors import trailing
 from kvlint.analysis.mark_needs import needs_mark
 from kvlint.api.class_facts import AttributeBuild
 from kvlint.api.contract import Contract
 from kvlint.api.door_kinds import DoorKind, ancestors
-from kvlint.api.hierarchy import children_of, subclasses
+from kvlint.api.hierarchy import subclasses
 
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 _MAX_DEPTH = 4
@@ -40,9 +41,9 @@ class ExactReceivers:
     """The exact classes a receiver can be, inside `method` of `klass` (names; "" outside a class)."""
 
     def __init__(self, contract: Contract, klass: str, method: Optional[_Function]) -> None:
-        self.facts = {facts.name: facts for facts in contract.class_facts}
-        self.bases = {name: tuple(parents) for name, parents in contract.door_bases}
-        self.children = children_of(self.bases)
+        self.facts = contract.facts_by_class
+        self.bases = contract.door_hierarchy
+        self.children = contract.door_children
         self.klass, self.method = klass, method
 
     def of(self, receiver: ast.expr, call: ast.Call) -> Optional[frozenset[str]]:
@@ -149,6 +150,16 @@ class ExactReceivers:
         return classes
 
 
+def refusing_none(contract: Contract, klass: str, method: Optional[_Function], call: ast.Call,
+                  door: str) -> Optional[frozenset[str]]:
+    """The classes the receiver of `call` (a `door` call in `method` of `klass`) can exactly be, where
+    none of them refuses a bare loc; None where one may, or where they cannot be read."""
+    if not contract.class_facts or not isinstance(call.func, ast.Attribute):
+        return None
+    exact = ExactReceivers(contract, klass, method).of(call.func.value, call)
+    return None if exact is None or exact_may_refuse(contract, door, exact) else exact
+
+
 def exact_may_refuse(contract: Contract, door: str, classes: frozenset[str]) -> bool:
     """Whether the definition of `door` some class of `classes` runs may refuse a bare loc."""
     gate_off = set(contract.gate_off_classes) if contract.mark_gate else set()
@@ -159,11 +170,10 @@ def exact_may_refuse(contract: Contract, door: str, classes: frozenset[str]) -> 
 def door_runners(contract: Contract, door: str, classes: frozenset[str]) -> dict[str, DoorKind]:
     """The classes of `classes` that have a `door`, with the definition each runs (a mixin or a
     metadata record without one fails the call, refusing nothing)."""
-    bases = {name: tuple(parents) for name, parents in contract.door_bases}
     defined = {kind.klass: kind for kind in contract.door_kinds if kind.name == door}
     runners = {}
     for klass in sorted(classes):
-        kind = next((defined[owner] for owner in ancestors(klass, bases) if owner in defined), None)
+        kind = next((defined[owner] for owner in ancestors(klass, contract.door_hierarchy) if owner in defined), None)
         if kind is not None:
             runners[klass] = kind
     return runners
@@ -219,12 +229,8 @@ def _isinstance_of(test: ast.expr, name: str) -> Optional[tuple[set[str], bool]]
         return None
     kinds = test.args[1]
     parts = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
-    names = {_trailing(part) for part in parts}
-    return None if "" in names else (names, True)
-
-
-def _trailing(node: ast.expr) -> str:
-    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    names = {trailing(part) for part in parts}
+    return None if None in names else ({name for name in names if name}, True)
 
 
 def _bindings(root: ast.AST, name: str) -> int:

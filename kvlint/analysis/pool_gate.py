@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from kvlint.analysis.exact_receivers import ExactReceivers, door_runners, exact_may_refuse
+from kvlint.analysis.exact_receivers import door_runners, refusing_none
 from kvlint.analysis.mark_needs import needs_mark
 from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
 from kvlint.analysis.receivers import receiver_classes
@@ -75,10 +75,8 @@ def mark_not_needed(tree: ProofTree, contract: Contract, where: Place, door: str
 
 def _exactly_not_needed(contract: Contract, where: Place, door: str, call: ast.Call, receiver: str) -> Optional[str]:
     """Why no class the receiver can exactly be (`kvlint.analysis.exact_receivers`) refuses a bare loc."""
-    if not contract.class_facts or not isinstance(call.func, ast.Attribute):
-        return None
-    exact = ExactReceivers(contract, where.klass, where.function).of(call.func.value, call)
-    if exact is None or exact_may_refuse(contract, door, exact):
+    exact = refusing_none(contract, where.klass, where.function, call, door)
+    if exact is None:
         return None
     runners = sorted(door_runners(contract, door, exact))
     shown = ", ".join(f"`{name}`" for name in runners[:6]) + (", ..." if len(runners) > 6 else "")

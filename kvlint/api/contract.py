@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 from kvlint.api.class_facts import ClassFacts
 from kvlint.api.door_kinds import DoorKind
+from kvlint.api.hierarchy import children_of
 from kvlint.api.reach import Admission
 
 AUTO = "auto"
@@ -161,6 +162,19 @@ class Contract:
         # A contract goes to a worker with every file it checks: its bytes are made once here, and a
         # worker builds each contract it is sent once (`_shipped`). Cached properties stay behind.
         return _shipped, (_bytes_of(self),)
+
+    @cached_property
+    def door_hierarchy(self) -> Mapping[str, tuple[str, ...]]:
+        """`door_bases` as class -> bases, and its `children`: built once, asked at every door call."""
+        return dict(self.door_bases)
+
+    @cached_property
+    def door_children(self) -> Mapping[str, set[str]]:
+        return children_of(self.door_hierarchy)
+
+    @cached_property
+    def facts_by_class(self) -> Mapping[str, ClassFacts]:
+        return {facts.name: facts for facts in self.class_facts}
 
     @cached_property
     def door_loc_index(self) -> Mapping[str, int]:

@@ -32,6 +32,7 @@ from typing import Iterator, Optional, Union
 
 from kvlint.analysis.receivers import annotated_classes
 from kvlint.api.class_facts import AttributeBuild, ClassFacts
+from kvlint.learn.doors import called_name
 from kvlint.learn.memo import remembered
 from kvlint.learn.scope import Scope
 from kvlint.learn.tree import names_spelled, parsed_tree
@@ -224,7 +225,7 @@ def _build(attribute: str, value: ast.expr, classes: set[str], typed: dict[str, 
         return AttributeBuild(attribute, one.exact + other.exact, one.typed + other.typed,
                               one.keywords + other.keywords, one.unknown or other.unknown)
     if isinstance(value, ast.Call):
-        callee = _trailing(value.func)
+        callee = called_name(value.func) or ""
         if isinstance(value.func, ast.Name) and callee in classes:
             # `**kwargs` may pass more; the keywords it names must be taken all the same.
             return AttributeBuild(attribute, keywords=(tuple(sorted(k.arg for k in value.keywords if k.arg)),))
@@ -253,11 +254,7 @@ def _names_type(annotation: Optional[ast.expr]) -> bool:
 
 
 def _is_class_name(node: Optional[ast.expr]) -> bool:
-    return node is not None and _trailing(node)[:1].isupper()
-
-
-def _trailing(node: ast.expr) -> str:
-    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return node is not None and (called_name(node) or "")[:1].isupper()
 
 
 def _sets_by_name(node: ast.AST) -> bool:

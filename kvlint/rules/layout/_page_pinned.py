@@ -36,6 +36,7 @@ import libcst as cst
 
 from kvlint.analysis.dataflow import function_flow
 from kvlint.analysis.walk import code_children
+from kvlint.analysis.index import trailing_name
 from kvlint.api.rule import FileContext
 from kvlint.rules.layout._aliases import aliased, constant_page_size
 from kvlint.rules.layout._pool_origin import class_of
@@ -149,11 +150,7 @@ def _pinned_instance(ctx: FileContext, test: cst.BaseExpression) -> bool:
     kinds = test.args[1].value
     parts = [element.value for element in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
     pinned = dict(ctx.contract.page_pinned_classes)
-    return all(_trailing_name(part) in pinned for part in parts)
-
-
-def _trailing_name(expr: cst.BaseExpression) -> str:
-    return expr.value if isinstance(expr, cst.Name) else expr.attr.value if isinstance(expr, cst.Attribute) else ""
+    return all(trailing_name(part) in pinned for part in parts)
 
 
 def _contiguous(ctx: FileContext, test: cst.BaseExpression, tensor: str, function: cst.FunctionDef) -> bool:

@@ -15,7 +15,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from kvlint.analysis.exact_receivers import ExactReceivers, exact_may_refuse
+from kvlint.analysis.exact_receivers import refusing_none
 from kvlint.analysis.index import CallSite
 from kvlint.analysis.mark_needs import needs_mark
 from kvlint.analysis.receivers import receiver_classes
@@ -61,15 +61,11 @@ class DoorCall:
 def refusal_ruled_out(ctx: FileContext, site: CallSite, door: str) -> bool:
     """Whether no class the receiver can exactly be (`kvlint.analysis.exact_receivers`) runs a
     definition of `door` that may refuse a bare loc: asked where the classes it is named as may."""
-    func = site.call.func
-    if not ctx.contract.class_facts or not isinstance(func, cst.Attribute):
+    if not ctx.contract.class_facts or not isinstance(site.call.func, cst.Attribute):
         return False
     function, call = cpython_call(ctx, site.call)
-    if call is None or not isinstance(call.func, ast.Attribute):
-        return False
     klass = site.klass.name.value if site.klass is not None else ""
-    exact = ExactReceivers(ctx.contract, klass, function).of(call.func.value, call)
-    return exact is not None and not exact_may_refuse(ctx.contract, door, exact)
+    return call is not None and refusing_none(ctx.contract, klass, function, call, door) is not None
 
 
 def door_call(ctx: FileContext, site: CallSite, door: str) -> DoorCall:
