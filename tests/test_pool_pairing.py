@@ -13,7 +13,8 @@ import pytest
 
 from kvlint.api.config import load_config
 from kvlint.api.types import Finding
-from kvlint.learn.guards import Tie, dispatch_parameters, guard_tie
+from kvlint.learn.guards import Tie, asserted_pages, dispatch_parameters, guard_tie
+from kvlint.learn.registries import Registering, registerings
 from kvlint.learn.registry_read import dispatch_factories
 from kvlint.running.engine import RunOptions, run
 from test_layout_pool_origin import POOLS
@@ -179,12 +180,17 @@ def test_where_a_backend_comparison_fails_the_branch_runs_under_every_other_regi
     assert _tie("cfg.attention_backend == 'ascend' and cfg.mla", holds=False, backends=REGISTERED) == Tie()
 
 
-def test_ties_are_apart_by_disjoint_backends_or_platforms() -> None:
+def test_ties_are_apart_by_disjoint_backends_platforms_or_page_sizes() -> None:
     musa = Tie(frozenset({"fa3"}), frozenset({"musa"}))
     assert musa.apart(Tie(backends=frozenset({"ascend"})))
     assert musa.apart(Tie(platforms=frozenset({"npu"})))
     assert not Tie(backends=frozenset({"aiter"})).apart(Tie(platforms=frozenset({"npu"})))
     assert not musa.apart(Tie())
+    # A run has one page size; an assert allowing only sizes above 1 means whole pages.
+    whole = Tie(pages=frozenset({256}))
+    assert whole.apart(Tie(pages=frozenset({1}))) and not whole.apart(musa)
+    assert whole.whole_pages and whole.tied and not Tie(pages=frozenset({1, 256})).whole_pages
+    assert musa.narrowed(whole) == Tie(frozenset({"fa3"}), frozenset({"musa"}), pages=frozenset({256}))
 
 
 def test_an_edit_leaving_every_answer_alone_is_not_learned_again_in_another_process(
@@ -334,3 +340,117 @@ def test_dispatch_factories_read_each_branch_and_the_dispatching_parameter() -> 
     test = ast.parse("backend_str == 'ascend'", mode="eval").body
     assert guard_tie(test, True, {}, REGISTERED, frozenset({"backend_str"})) == Tie(backends=frozenset({"ascend"}))
     assert guard_tie(test, True, {}, REGISTERED) == Tie()
+
+
+# A plugin registry: a class registered at import, built where the registry hands it out.
+POOL_REGISTRY = (
+    "_FACTORIES = []\n\n\n"
+    "def register_pool_factory(name, predicate, factory):\n"
+    "    for existing, _, _ in _FACTORIES:\n"
+    "        if existing == name:\n"
+    "            return\n"
+    "    _FACTORIES.append((name, predicate, factory))\n\n\n"
+    "def resolve_pool_factory(cfg):\n"
+    "    for name, predicate, factory in _FACTORIES:\n"
+    "        if predicate(cfg):\n"
+    "            return name, factory\n"
+    "    return None\n"
+)
+PLUGIN = (
+    "from eng.pools import StridedPool\n"
+    "from eng.pool_registry import register_pool_factory\n\n\n"
+    "class PluginPool:\n"
+    "    def __init__(self, page_size):\n"
+    "        self.inner = StridedPool(1, page_size, 1, 1, 1)\n\n\n"
+    "register_pool_factory('plugin', lambda cfg: cfg.plugin, PluginPool)\n"
+)
+PLUGIN_FIRST = (
+    "from eng.pools import NPUPool, StridedPool\n"
+    "from eng.pool_registry import resolve_pool_factory\n\n\n"
+    "def configure(cfg):\n"
+    "    if cfg.plugin_model:\n"
+    "        swa_page_size = cfg.page_size\n"
+    "        assert swa_page_size == 256, 'plugin pools take whole pages'\n"
+    "        _, factory = resolve_pool_factory(cfg)\n"
+    "        return factory(swa_page_size)\n"
+    "    elif cfg.attention_backend == 'ascend':\n"
+    "        return NPUPool(1, 1, 1, 1, 1)\n"
+    "    else:\n"
+    "        return StridedPool(1, 1, 1, 1, 1)\n"
+)
+
+
+def test_pools_a_registry_hands_out_past_a_page_size_assert_meet_a_backend_on_whole_pages_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The plugin branch comes before the Ascend one and is tied to no backend, but its pools (the
+    # plugin's own strided sub-pool too) run at page size 256: the Ascend backend's views are exact.
+    found = check(tmp_path, monkeypatch, **{"configurator.py": PLUGIN_FIRST, "pool_registry.py": POOL_REGISTRY,
+                                           "plugin.py": PLUGIN})
+    assert ASCEND not in found
+    assert applicability(found[MUSA]) == applicability(found[AITER]) == "safe"
+
+
+@pytest.mark.parametrize("configurator", [
+    PLUGIN_FIRST.replace("        assert swa_page_size == 256, 'plugin pools take whole pages'\n", ""),
+    PLUGIN_FIRST.replace("swa_page_size == 256", "swa_page_size in (1, 256)"),
+    PLUGIN_FIRST + "\n\ndef fallback(cfg):\n    return resolve_pool_factory(cfg)[1](1)\n",
+], ids=["no-assert", "assert-allows-1", "handed-out-elsewhere"])
+def test_a_registered_pool_that_may_run_at_page_size_1_keeps_the_backends_view_flagged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, configurator: str
+) -> None:
+    found = check(tmp_path, monkeypatch, **{"configurator.py": configurator, "pool_registry.py": POOL_REGISTRY,
+                                           "plugin.py": PLUGIN})
+    assert applicability(found[ASCEND]) == "unsafe"
+
+
+@pytest.mark.parametrize("pinning, meets", [
+    ("torch.empty((10, 8, 128), pin_memory=True)", False),
+    ("self._alloc()", False),
+    ("torch.empty((10, 8, 128))", True),
+], ids=["pin-memory", "registered-in-a-method", "device-buffer"])
+def test_a_pool_of_pinned_host_memory_built_anywhere_is_no_pool_a_backend_meets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinning: str, meets: bool
+) -> None:
+    mirror = (
+        "\n\nimport torch\n\n\nclass HostMirror:\n"
+        "    def __init__(self):\n"
+        f"        self.k_buffer = {pinning}\n\n"
+        "    def _alloc(self):\n"
+        "        buffer = torch.empty((10, 8, 128))\n"
+        "        torch.cuda.cudart().cudaHostRegister(buffer.data_ptr(), buffer.numel(), 0)\n"
+        "        return buffer\n\n\n"
+        "def offload():\n    return HostMirror()\n"
+    )
+    found = check(tmp_path, monkeypatch, **{"configurator.py": ASCEND_ONLY + mirror})
+    assert (ASCEND in found) is meets
+
+
+def test_registerings_read_the_stored_parameters_and_the_functions_handing_them_out() -> None:
+    coordinators = (
+        b"_COORDINATORS: dict = {}\n\n\n"
+        b"def register_coordinator(name, factory):\n    _COORDINATORS[name] = factory\n\n\n"
+        b"def create(name, **kwargs):\n    return _COORDINATORS[name](**kwargs)\n\n\n"
+        b"def unrelated():\n    return 1\n"
+    )
+    assert registerings(coordinators) == (Registering("register_coordinator", ((1, "factory"),), ("create",)),)
+    pools, = registerings(POOL_REGISTRY.encode())
+    assert pools.parameters == ((0, "name"), (1, "predicate"), (2, "factory"))
+    assert pools.readers == ("resolve_pool_factory",)
+    call = ast.parse("register_pool_factory('v4', pred, factory=V4Pool)").body[0].value
+    assert [ast.unparse(argument) for argument in pools.arguments(call)] == ["'v4'", "pred", "V4Pool"]
+    # A registry no function hands out registers nothing.
+    assert registerings(b"_SEEN = set()\n_ALL = []\n\n\ndef add(x):\n    _ALL.append(x)\n") == ()
+
+
+@pytest.mark.parametrize("test, pages", [
+    ("page_size == 256", {256}),
+    ("self.page_size in (64, 128)", {64, 128}),
+    ("ps == 16 and cfg.fast", {16}),
+    ("ps == cfg.size", None),
+    ("other == 256", None),
+    ("page_size != 1", None),
+])
+def test_asserted_pages_read_the_sizes_an_assert_lets_past(test: str, pages: set[int] | None) -> None:
+    found = asserted_pages(ast.parse(test, mode="eval").body, frozenset({"ps"}))
+    assert found == (frozenset(pages) if pages is not None else None)

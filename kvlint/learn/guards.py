@@ -5,38 +5,50 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, Optional, TypeVar
 
 from kvlint.learn.gates_read import algorithms_tested
 
 # The devices a platform predicate names: a process runs on one of them.
 _DEVICES = frozenset({"npu", "musa", "hip", "xpu", "cuda", "cpu", "mps", "hpu"})
+_PAGE_SIZE = "page_size"
 
 
 @dataclass(frozen=True)
 class Tie:
-    """What a place is tied to: the backends, platforms and speculative algorithms it runs under (None: any)."""
+    """What a place is tied to: the backends, platforms and speculative algorithms it runs under, and
+    the page sizes an `assert` on the way allows (None: any)."""
 
     backends: Optional[frozenset[str]] = None
     platforms: Optional[frozenset[str]] = None
     algorithms: Optional[frozenset[str]] = None
+    pages: Optional[frozenset[int]] = None
 
     @property
     def tied(self) -> bool:
-        return self.backends is not None or self.platforms is not None or self.algorithms is not None
+        return (self.backends is not None or self.platforms is not None or self.algorithms is not None
+                or self.pages is not None)
+
+    @property
+    def whole_pages(self) -> bool:
+        """Whether every run under it has a page size above 1."""
+        return self.pages is not None and all(size > 1 for size in self.pages)
 
     def narrowed(self, other: Tie) -> Tie:
         return Tie(_meet(self.backends, other.backends), _meet(self.platforms, other.platforms),
-                   _meet(self.algorithms, other.algorithms))
+                   _meet(self.algorithms, other.algorithms), _meet(self.pages, other.pages))
 
     def apart(self, other: Tie) -> bool:
-        """Whether no run can be under both."""
+        """Whether no run can be under both (a run has one page size)."""
         return any(mine is not None and theirs is not None and not mine & theirs
                    for mine, theirs in ((self.backends, other.backends), (self.platforms, other.platforms),
-                                        (self.algorithms, other.algorithms)))
+                                        (self.algorithms, other.algorithms), (self.pages, other.pages)))
 
 
-def _meet(one: Optional[frozenset[str]], other: Optional[frozenset[str]]) -> Optional[frozenset[str]]:
+_Set = TypeVar("_Set", frozenset[str], frozenset[int])
+
+
+def _meet(one: Optional[_Set], other: Optional[_Set]) -> Optional[_Set]:
     return other if one is None else one if other is None else one & other
 
 
@@ -74,6 +86,36 @@ def guard_tie(test: ast.expr, holds: bool, predicates: Mapping[str, frozenset[st
             # The `else` of `backend == "ascend"` runs under every other backend the registry names.
             return Tie(backends=backends - names)
     return Tie()
+
+
+def asserted_pages(test: ast.expr, aliases: frozenset[str]) -> Optional[frozenset[int]]:
+    """The page sizes `assert <page size> == N` (or `in (N, M)`, maybe `and`-ed with other tests)
+    lets past; the page size is a `page_size` attribute or name, or a local bound to one (`aliases`)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        found: Optional[frozenset[int]] = None
+        for value in test.values:
+            pages = asserted_pages(value, aliases)
+            if pages is not None:
+                found = pages if found is None else found & pages
+        return found
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.In))
+            and is_page_size(test.left, aliases)):
+        return _ints(test.comparators[0])
+    return None
+
+
+def is_page_size(node: ast.expr, aliases: frozenset[str] = frozenset()) -> bool:
+    """`<...>.page_size`, `page_size`, or a local in `aliases`."""
+    if isinstance(node, ast.Name):
+        return node.id == _PAGE_SIZE or node.id in aliases
+    return isinstance(node, ast.Attribute) and node.attr == _PAGE_SIZE
+
+
+def _ints(node: ast.expr) -> Optional[frozenset[int]]:
+    elements = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    values = [element.value for element in elements
+              if isinstance(element, ast.Constant) and type(element.value) is int]
+    return frozenset(values) if values and len(values) == len(elements) else None
 
 
 def _platform(test: ast.expr) -> Optional[str]:

@@ -79,6 +79,9 @@ def learn_page_pins(scope: Scope, learned: Learned) -> None:
         pins.pop(backend, None)
     if not pins:
         return
+    # Pool pairing's, read first: the classes meeting strided pools only past a page-size assert.
+    found = learned.values.get("page-pinned-classes", ())
+    paired: tuple[tuple[str, str], ...] = found if isinstance(found, tuple) else ()
     registry = backend_registry(scope, learned, lambda: set(pins))
     if not registry:
         return
@@ -92,9 +95,10 @@ def learn_page_pins(scope: Scope, learned: Learned) -> None:
         backends = sorted({backend for way in ways for backend in way.backends or ()})
         pinned.append((klass, "; ".join(f"{backend}: {', '.join(pins[backend])}" for backend in backends)))
     if pinned:
-        learned.values["page-pinned-classes"] = tuple(pinned)
+        learned.values["page-pinned-classes"] = (*paired, *(pin for pin in pinned if pin[0] not in dict(paired)))
         learned.sources["page-pinned-classes"] = (
-            "learned: the backends each class is built for, and the page sizes the engine forces on them")
+            "learned: the backends each class is built for, and the page sizes the engine forces on them"
+            + (", or asserts where the pools they meet are built" if paired else ""))
 
 
 def _pins(data: bytes) -> Iterator[PinRead]:

@@ -14,6 +14,12 @@ place building any other device pool is tied apart from it: a fork building its 
 `if attention_backend == "ascend":` and every other pool in the `elif`/`else` branches (tied to
 every other backend name) gives its Ascend backend nothing else. `page-split-only` lists such
 classes: a buffer of a pool they cannot type holds pages in dim 0.
+
+Where the other pools it can meet are all built past an `assert` on the page size allowing only
+sizes above 1 (a branch for one model family, `assert page_size == 256`, before the backend's own
+branch), its views of a buffer that is not page-split run on whole pages: it is
+`page-pinned-classes` (`kvlint.learn.page_pins` adds the classes the engine's argument handling
+pins).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
         return
     apart: list[tuple[str, tuple[str, ...]]] = []
     only: list[str] = []
+    pinned: list[tuple[str, str]] = []
     others: Optional[list[Tie]] = None
     for klass in consumers:
         # Its ways include its subclasses' builds: its code runs on their instances.
@@ -58,8 +65,13 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
         if len(never) < len(split):
             # Read once, and only where a backend meets a page-split pool.
             others = _other_builds(_other_pools(contract, learned, split), ties) if others is None else others
-            if others and all(mine.apart(theirs) for mine in consumer for theirs in others):
+            met = [theirs for theirs in others if not all(mine.apart(theirs) for mine in consumer)]
+            if others and not met:
                 only.append(klass)
+            elif met and all(theirs.whole_pages for theirs in met):
+                sizes = "/".join(map(str, sorted({size for theirs in met for size in theirs.pages or ()})))
+                pinned.append((klass, f"every pool it can meet but page-split ones is built past an `assert` "
+                                      f"on the page size ({sizes})"))
     if apart:
         learned.values["page-split-apart"] = tuple(apart)
         learned.sources["page-split-apart"] = "learned: the guards each backend class and page-split pool is built under"
@@ -67,6 +79,11 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
         learned.values["page-split-only"] = tuple(only)
         learned.sources["page-split-only"] = (
             "learned: backend classes every pool they can meet allocates page-split buffers, by the guards each is built under"
+        )
+    if pinned:
+        learned.values["page-pinned-classes"] = tuple(pinned)
+        learned.sources["page-pinned-classes"] = (
+            "learned: backend classes that meet pools other than page-split ones only at a page size the tree asserts"
         )
 
 
@@ -81,7 +98,8 @@ def _other_pools(contract: Contract, learned: Learned, split: tuple[str, ...]) -
 
 def _other_builds(others: tuple[str, ...], ties: Ties) -> list[Tie]:
     """Every way a pool of `others` (exactly that class) is built; [] where one is built untied, or
-    looked up by a string: it can then be met anywhere, and no backend meets page-split pools only."""
+    looked up by a string: it can then be met anywhere, and no backend meets page-split pools only
+    (nor only at a page size asserted)."""
     found: list[Tie] = []
     for pool in others:
         built = ties.built(pool)

@@ -13,6 +13,11 @@ the classes they derive from are `page-split-bases` (a value typed as one of
 those may be either kind of pool). Where a buffer's dim 0 holds pages, a paged
 view helper, which assumes slots, would assert or build the wrong shape: the
 layout rules decide by the pool class a buffer comes from, never by a folder.
+
+A *host cache* keeps pages in CPU memory for a device pool: `HostKVCache` and its subclasses,
+and a pool class whose every buffer is pinned host memory (allocated with `pin_memory=True`,
+pinned, or registered with `cudaHostRegister`, where it assigns it or in the method it calls to
+build it), with their subclasses: `host-cache-classes`. No attention backend reads one.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from kvlint.learn.tree import Learned, class_bases, parsed_tree
 
 _BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*=")
 _ALLOCATORS = frozenset({"zeros", "empty", "ones", "full", "randn"})
+# Calls that make a tensor pinned host memory.
+_PINNING = frozenset({"pin_memory", "cudaHostRegister"})
 
 
 def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned: Learned) -> None:
@@ -40,10 +47,13 @@ def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned
     attributes = tuple(sorted({name for name in contract.buffer_accessors if not name.startswith("get_")}))
     owners: set[str] = set()
     split: dict[str, tuple[Path, int]] = {}
+    # Each pool class, and whether every buffer it assigns is pinned host memory.
+    pinned: dict[str, bool] = {}
     first: Optional[tuple[Path, int]] = None
     for path, assignments in scope.survey(buffer_assignments, attributes).items():
         for assignment in assignments:
             owners.add(assignment.klass)
+            pinned[assignment.klass] = pinned.get(assignment.klass, True) and assignment.host
             first = first or (path, assignment.klass_line)
             if assignment.page_split:
                 split.setdefault(assignment.klass, (path, assignment.line))
@@ -63,8 +73,10 @@ def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned
         learned.sources["page-split-bases"] = "learned: the classes the page-split pools derive from"
     configured_hosts = config.contract_value("host-cache-classes")
     hosts_roots = set(contract.host_cache_classes if configured_hosts == AUTO else configured_hosts)
+    if configured_hosts == AUTO:
+        hosts_roots |= {klass for klass, host in pinned.items() if host}
     hosts = subclasses(hosts_roots, bases)
-    if hosts != hosts_roots:
+    if hosts != set(contract.host_cache_classes):
         learned.values["host-cache-classes"] = tuple(sorted(hosts))
         learned.sources["host-cache-classes"] = f"learned: {', '.join(sorted(hosts_roots))} and their subclasses in the tree"
 
@@ -78,6 +90,8 @@ class BufferAssignment:
     page_split: bool
     klass_line: int = field(compare=False)
     line: int = field(compare=False)
+    # Allocated in pinned host memory: the class is a host cache, whatever it derives from.
+    host: bool = False
 
 
 def buffer_assignments(data: bytes, attributes: tuple[str, ...]) -> tuple[BufferAssignment, ...]:
@@ -102,7 +116,8 @@ def _buffer_assignments_of(data: bytes, attributes: set[str]) -> list[BufferAssi
         page_split = value is not None and (
             _allocates_page_split(value) or _self_attribute(value) in _page_split_attributes(klass)
         )
-        found.append(BufferAssignment(klass.name, page_split, klass.lineno, node.lineno))
+        host = value is not None and _pinned_host(value, klass)
+        found.append(BufferAssignment(klass.name, page_split, klass.lineno, node.lineno, host))
     return found
 
 
@@ -128,6 +143,25 @@ def _buffer_assignments(
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     if any(_self_attribute(target) in attributes for target in targets):
                         yield klass, node
+
+
+def _pinned_host(value: ast.expr, klass: ast.ClassDef) -> bool:
+    """Whether the buffer `value` builds is pinned host memory: allocated with `pin_memory=True`,
+    pinned (`.pin_memory()`) or registered with the driver (`cudaHostRegister`), in `value` or in the
+    body of the class's method it calls (`self.init_kv_buffer()`)."""
+    parts: list[ast.AST] = [value]
+    if isinstance(value, ast.Call) and _self_attribute(value.func) is not None:
+        parts.extend(stmt for stmt in klass.body
+                     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == _self_attribute(value.func))
+    for node in (node for part in parts for node in ast.walk(part)):
+        if not isinstance(node, ast.Call):
+            continue
+        if _name(node.func) in _PINNING:
+            return True
+        if any(keyword.arg == "pin_memory" and isinstance(keyword.value, ast.Constant) and keyword.value.value is True
+               for keyword in node.keywords):
+            return True
+    return False
 
 
 def _page_split_attributes(klass: ast.ClassDef) -> set[str]:

@@ -27,8 +27,9 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator, Mapping, Optional
 
 from kvlint.learn.algorithm_predicates import Predicates
-from kvlint.learn.guards import Tie, dispatch_parameters, guard_tie
+from kvlint.learn.guards import Tie, asserted_pages, dispatch_parameters, guard_tie, is_page_size
 from kvlint.learn.memo import remembered
+from kvlint.learn.registries import Registering, registerings
 from kvlint.learn.statements import building_nothing, may_spell, statements_spelling
 from kvlint.learn.scope import Scope
 from kvlint.api.hierarchy import children_of, subclasses
@@ -57,6 +58,9 @@ class Site:
     bound: bool = False
     # Its class is decorated: a decorator may register the class, building it where no place names it.
     decorated: bool = False
+    # Handed to a registering function (`kvlint.learn.registries`): built where these functions,
+    # which hand out what the registry holds, are called.
+    registry: tuple[str, ...] = ()
 
 
 class Ties:
@@ -75,6 +79,7 @@ class Ties:
         self._backends = frozenset(factories.values()) if names is None else names
         self._predicates = predicates
         self._known: dict[tuple[str, int, Tie], Optional[tuple[Tie, ...]]] = {}
+        self._registering: Optional[tuple[Registering, ...]] = None
         self._sites: dict[str, list[Site]] = {}
         # Each class asked with its subclasses, each function alone.
         self._family: dict[str, list[str]] = {}
@@ -89,7 +94,11 @@ class Ties:
             return
         for name in pending:
             self._sites[name] = []
-        for answer in self._scope.survey(guarded_sites, pending, self._backends, self._predicates).values():
+        if self._registering is None:
+            self._registering = tuple(registering for found in self._scope.survey(registerings).values()
+                                      for registering in found)
+        for answer in self._scope.survey(guarded_sites, pending, self._backends, self._predicates,
+                                         self._registering).values():
             for site in answer:
                 self._sites[site.name].append(site)
 
@@ -167,6 +176,9 @@ class Ties:
         untied or none is seen."""
         if links <= 0:
             return None
+        if site.registry:
+            handed = [self.of(reader, links - 1, here) for reader in site.registry]
+            return None if not all(handed) else tuple(tie for ways in handed if ways for tie in ways)
         if site.owner and (site.function in CONSTRUCTORS or _implicit(site)):
             return self._ways(site.owner, name, links, here)
         if not (site.owner and site.bound):
@@ -236,20 +248,24 @@ def _implicit(site: Site) -> bool:
 
 
 def guarded_sites(data: bytes, names: tuple[str, ...], backends: frozenset[str],
-                  predicates: Predicates = ()) -> tuple[Site, ...]:
+                  predicates: Predicates = (), registering: tuple[Registering, ...] = ()) -> tuple[Site, ...]:
     """Where this file names any of `names` so that it may be built, each with its guards' tie
     (`backends`: the registry's names, the only dict keys read as the backend that runs;
-    `predicates`: the algorithm enum's)."""
+    `predicates`: the algorithm enum's; `registering`: the tree's registering functions)."""
     wanted = names_spelled(data, names)
     if not wanted:
         return ()
-    return tuple(remembered("guarded-sites", data, (*wanted, *sorted(backends), predicates),
-                            lambda: list(_sites(data, set(wanted), backends, dict(predicates)))))
+    return tuple(remembered("guarded-sites", data, (*wanted, *sorted(backends), predicates, registering),
+                            lambda: list(_sites(data, set(wanted), backends, dict(predicates), registering))))
 
 
-def _sites(data: bytes, wanted: set[str], backends: frozenset[str], predicates: Mapping[str, frozenset[str]]) -> Iterator[Site]:
+def _sites(data: bytes, wanted: set[str], backends: frozenset[str], predicates: Mapping[str, frozenset[str]],
+           registering: tuple[Registering, ...]) -> Iterator[Site]:
+    by_name: dict[str, list[Registering]] = {}
+    for each in registering:
+        by_name.setdefault(each.function, []).append(each)
     for statement, _offset, hits in statements_spelling(data, wanted):
-        walk = _Walk(wanted, building_nothing(statement, hits, data), hits, backends, predicates)
+        walk = _Walk(wanted, building_nothing(statement, hits, data), hits, backends, predicates, by_name)
         decorated = isinstance(statement, ast.ClassDef) and bool(statement.decorator_list)
         for site in walk.sites(statement, Tie(), "", "", False):
             yield replace(site, decorated=True) if decorated and site.owner else site
@@ -265,6 +281,7 @@ class _Walk:
     hits: list[int]
     backends: frozenset[str]
     predicates: Mapping[str, frozenset[str]]
+    registering: Mapping[str, list[Registering]]
 
     def sites(self, node: ast.AST, tie: Tie, owner: str, function: str, bound: bool = False,
               holders: frozenset[str] = frozenset()) -> Iterator[Site]:
@@ -296,14 +313,32 @@ class _Walk:
         if site is not None:
             name, spelled = site
             yield Site(name, owner, function, tie, spelled, bound)
+        children = list(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Call):
+            for registering in self.registering.get(_trailing(node.func), ()):
+                for argument in registering.arguments(node):
+                    handed = _site(argument, self.wanted, self.quiet)
+                    if handed is not None and not handed[1]:
+                        yield Site(handed[0], owner, function, tie, bound=bound, registry=registering.readers)
+                        children = [child for child in children if child is not argument
+                                    and not (isinstance(child, ast.keyword) and child.value is argument)]
         if not _exports(node):
-            yield from self.below(list(ast.iter_child_nodes(node)), tie, owner, function, bound, holders)
+            yield from self.below(children, tie, owner, function, bound, holders)
 
     def below(self, nodes: list[ast.AST], tie: Tie, owner: str, function: str, bound: bool,
               holders: frozenset[str]) -> Iterator[Site]:
+        # An `assert` on the page size ties what follows it in the block: `ps = self.page_size;
+        # assert ps == 256` makes every pool built after it one of whole pages.
+        aliases: frozenset[str] = frozenset()
         for node in nodes:
             if may_spell(node, self.hits):
                 yield from self.sites(node, tie, owner, function, bound, holders)
+            if isinstance(node, ast.Assign) and is_page_size(node.value, aliases):
+                aliases |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+            elif isinstance(node, ast.Assert):
+                pages = asserted_pages(node.test, aliases)
+                if pages is not None:
+                    tie = tie.narrowed(Tie(pages=pages))
 
 
 def _site(node: ast.AST, wanted: set[str], quiet: set[int]) -> Optional[tuple[str, bool]]:
