@@ -12,7 +12,12 @@ ties the place:
 * to a platform: `_is_npu`, `is_musa()`, `platform.is_npu` (one device per process, so two
   platforms never meet);
 * to speculative algorithms: `cfg.speculative_algorithm in ("EAGLE", ...)`, or a predicate of the
-  algorithm enum, read from its body (`kvlint.learn.algorithm_predicates`): `self.is_eagle()`.
+  algorithm enum, read from its body (`kvlint.learn.algorithm_predicates`): `self.is_eagle()`;
+* to page sizes: an `assert` on the page size earlier in the block (`ps = self.page_size;
+  assert ps == 256`) ties what follows it.
+
+A class handed to a registering function (`register_kv_pool_factory("v4", pred, V4Pool)`,
+`kvlint.learn.registries`) is built wherever a function handing out that registry is called.
 
 A place with no guard of its own takes those of the places naming its function or class, a few
 links up. A class built anywhere untied (or spelled in a string, or built nowhere kvlint sees) can
