@@ -14,7 +14,7 @@ import pytest
 from kvlint.api.config import load_config
 from kvlint.api.types import Finding
 from kvlint.learn.guards import Tie, asserted_pages, dispatch_parameters, guard_tie
-from kvlint.learn.registries import Registering, registerings
+from kvlint.learn.registries import Registering, registerings, registerings_of
 from kvlint.learn.registry_read import dispatch_factories
 from kvlint.running.engine import RunOptions, run
 from test_layout_pool_origin import POOLS
@@ -437,8 +437,9 @@ def test_registerings_read_the_stored_parameters_and_the_functions_handing_them_
     pools, = registerings(POOL_REGISTRY.encode())
     assert pools.parameters == ((0, "name"), (1, "predicate"), (2, "factory"))
     assert pools.readers == ("resolve_pool_factory",)
-    call = ast.parse("register_pool_factory('v4', pred, factory=V4Pool)").body[0].value
-    assert [ast.unparse(argument) for argument in pools.arguments(call)] == ["'v4'", "pred", "V4Pool"]
+    assert pools.stores(2) and pools.stores("factory") and not pools.stores(3)
+    assert registerings_of(POOL_REGISTRY.encode(), "register_pool_factory") == (pools,)
+    assert registerings_of(POOL_REGISTRY.encode(), "resolve_pool_factory") == ()
     # A registry no function hands out registers nothing.
     assert registerings(b"_SEEN = set()\n_ALL = []\n\n\ndef add(x):\n    _ALL.append(x)\n") == ()
 

@@ -8,10 +8,11 @@
     def resolve_kv_pool_factory(model_config, server_args):
         for name, predicate, factory in _KV_POOL_FACTORIES: ...
 
-A plugin registers its class at import (`register_kv_pool_factory("v4", pred, V4Pool)`); no code
-names the class where it is built. It is built where what the registry holds is handed out and
-called: kvlint takes that to be wherever a function reading the registry (`resolve_...`) is
-called (`kvlint.learn.ties`). Read here: a module-level list or dict (`= []`, `= {}`, `list()`,
+A plugin registers its class at import, a module-level call (`register_kv_pool_factory("v4",
+pred, V4Pool)`); no code names the class where it is built. It is built where what the registry
+holds is handed out and called: kvlint takes that to be wherever a function reading the registry
+(`resolve_...`) is called (`kvlint.learn.ties`). A registration inside a function is not read so:
+it ties the class as any other place naming it does. Read here: a module-level list or dict (`= []`, `= {}`, `list()`,
 `dict()`); a module-level function storing one of its parameters in it (`.append(...)`,
 `.insert(i, ...)`, `[key] = ...`, `.setdefault(key, ...)`, the parameter itself or inside a tuple)
 registers; every other module-level function reading it hands out.
@@ -43,13 +44,16 @@ class Registering:
     parameters: tuple[tuple[int, str], ...]
     readers: tuple[str, ...]
 
-    def arguments(self, call: ast.Call) -> Iterator[ast.expr]:
-        """The arguments `call` passes for the stored parameters."""
-        starred = any(isinstance(arg, ast.Starred) for arg in call.args)
-        for position, name in self.parameters:
-            yield from (keyword.value for keyword in call.keywords if keyword.arg == name)
-            if not starred and position < len(call.args):
-                yield call.args[position]
+    def stores(self, argument: int | str) -> bool:
+        """Whether the argument at this position (or of this keyword) is stored."""
+        return any(argument in (position, name) for position, name in self.parameters)
+
+
+def registerings_of(data: bytes, function: str) -> tuple[Registering, ...]:
+    """The registering functions named `function` this file defines."""
+    if f"def {function}(".encode() not in data:
+        return ()
+    return tuple(registering for registering in registerings(data) if registering.function == function)
 
 
 def registerings(data: bytes) -> tuple[Registering, ...]:

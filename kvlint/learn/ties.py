@@ -34,7 +34,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Optional
 from kvlint.learn.algorithm_predicates import Predicates
 from kvlint.learn.guards import Tie, asserted_pages, dispatch_parameters, guard_tie, is_page_size
 from kvlint.learn.memo import remembered
-from kvlint.learn.registries import Registering, registerings
+from kvlint.learn.registries import registerings_of
 from kvlint.learn.statements import building_nothing, may_spell, statements_spelling
 from kvlint.learn.scope import Scope
 from kvlint.api.hierarchy import children_of, subclasses
@@ -63,9 +63,11 @@ class Site:
     bound: bool = False
     # Its class is decorated: a decorator may register the class, building it where no place names it.
     decorated: bool = False
-    # Handed to a registering function (`kvlint.learn.registries`): built where these functions,
-    # which hand out what the registry holds, are called.
-    registry: tuple[str, ...] = ()
+    # An argument of a module-level call (`register_kv_pool_factory("v4", pred, V4Pool)`): the
+    # function called, and the argument's position or keyword. Where that function registers it
+    # (`kvlint.learn.registries`), it is built where the registry hands it out.
+    handed_to: str = ""
+    handed_as: int | str = -1
 
 
 class Ties:
@@ -84,7 +86,7 @@ class Ties:
         self._backends = frozenset(factories.values()) if names is None else names
         self._predicates = predicates
         self._known: dict[tuple[str, int, Tie], Optional[tuple[Tie, ...]]] = {}
-        self._registering: Optional[tuple[Registering, ...]] = None
+        self._registries: dict[tuple[str, int | str], tuple[str, ...]] = {}
         self._sites: dict[str, list[Site]] = {}
         # Each class asked with its subclasses, each function alone.
         self._family: dict[str, list[str]] = {}
@@ -99,11 +101,7 @@ class Ties:
             return
         for name in pending:
             self._sites[name] = []
-        if self._registering is None:
-            self._registering = tuple(registering for found in self._scope.survey(registerings).values()
-                                      for registering in found)
-        for answer in self._scope.survey(guarded_sites, pending, self._backends, self._predicates,
-                                         self._registering).values():
+        for answer in self._scope.survey(guarded_sites, pending, self._backends, self._predicates).values():
             for site in answer:
                 self._sites[site.name].append(site)
 
@@ -181,8 +179,9 @@ class Ties:
         untied or none is seen."""
         if links <= 0:
             return None
-        if site.registry:
-            handed = [self.of(reader, links - 1, here) for reader in site.registry]
+        readers = self._handing_out(site)
+        if readers:
+            handed = [self.of(reader, links - 1, here) for reader in readers]
             return None if not all(handed) else tuple(tie for ways in handed if ways for tie in ways)
         if site.owner and (site.function in CONSTRUCTORS or _implicit(site)):
             return self._ways(site.owner, name, links, here)
@@ -214,6 +213,18 @@ class Ties:
         if callers and built:
             return tuple(dict.fromkeys(call.narrowed(build) for call in callers for build in built))
         return callers or built
+
+    def _handing_out(self, site: Site) -> tuple[str, ...]:
+        """The functions handing out the registry the call holding `site` stores it in; () where it
+        stores it in none (read only for a module-level call's argument: plugins register at import)."""
+        if not site.handed_to:
+            return ()
+        key = (site.handed_to, site.handed_as)
+        if key not in self._registries:
+            self._registries[key] = tuple(sorted({
+                reader for found in self._scope.survey(registerings_of, site.handed_to).values()
+                for registering in found if registering.stores(site.handed_as) for reader in registering.readers}))
+        return self._registries[key]
 
     def _never_runs(self, site: Site) -> bool:
         """A method of a class the tree never builds (no place names it so, no subclass, no decorator
@@ -253,24 +264,20 @@ def _implicit(site: Site) -> bool:
 
 
 def guarded_sites(data: bytes, names: tuple[str, ...], backends: frozenset[str],
-                  predicates: Predicates = (), registering: tuple[Registering, ...] = ()) -> tuple[Site, ...]:
+                  predicates: Predicates = ()) -> tuple[Site, ...]:
     """Where this file names any of `names` so that it may be built, each with its guards' tie
     (`backends`: the registry's names, the only dict keys read as the backend that runs;
-    `predicates`: the algorithm enum's; `registering`: the tree's registering functions)."""
+    `predicates`: the algorithm enum's)."""
     wanted = names_spelled(data, names)
     if not wanted:
         return ()
-    return tuple(remembered("guarded-sites", data, (*wanted, *sorted(backends), predicates, registering),
-                            lambda: list(_sites(data, set(wanted), backends, dict(predicates), registering))))
+    return tuple(remembered("guarded-sites", data, (*wanted, *sorted(backends), predicates),
+                            lambda: list(_sites(data, set(wanted), backends, dict(predicates)))))
 
 
-def _sites(data: bytes, wanted: set[str], backends: frozenset[str], predicates: Mapping[str, frozenset[str]],
-           registering: tuple[Registering, ...]) -> Iterator[Site]:
-    by_name: dict[str, list[Registering]] = {}
-    for each in registering:
-        by_name.setdefault(each.function, []).append(each)
+def _sites(data: bytes, wanted: set[str], backends: frozenset[str], predicates: Mapping[str, frozenset[str]]) -> Iterator[Site]:
     for statement, _offset, hits in statements_spelling(data, wanted):
-        walk = _Walk(wanted, building_nothing(statement, hits, data), hits, backends, predicates, by_name)
+        walk = _Walk(wanted, building_nothing(statement, hits, data), hits, backends, predicates)
         decorated = isinstance(statement, ast.ClassDef) and bool(statement.decorator_list)
         for site in walk.sites(statement, Tie(), "", "", False):
             yield replace(site, decorated=True) if decorated and site.owner else site
@@ -286,7 +293,6 @@ class _Walk:
     hits: list[int]
     backends: frozenset[str]
     predicates: Mapping[str, frozenset[str]]
-    registering: Mapping[str, list[Registering]]
 
     def sites(self, node: ast.AST, tie: Tie, owner: str, function: str, bound: bool = False,
               holders: frozenset[str] = frozenset()) -> Iterator[Site]:
@@ -319,14 +325,14 @@ class _Walk:
             name, spelled = site
             yield Site(name, owner, function, tie, spelled, bound)
         children = list(ast.iter_child_nodes(node))
-        if isinstance(node, ast.Call):
-            for registering in self.registering.get(_trailing(node.func), ()):
-                for argument in registering.arguments(node):
-                    handed = _site(argument, self.wanted, self.quiet)
-                    if handed is not None and not handed[1]:
-                        yield Site(handed[0], owner, function, tie, bound=bound, registry=registering.readers)
-                        children = [child for child in children if child is not argument
-                                    and not (isinstance(child, ast.keyword) and child.value is argument)]
+        if isinstance(node, ast.Call) and not owner and not function:
+            handed_to = _trailing(node.func)
+            for argument, handed_as in _arguments(node):
+                handed = _site(argument, self.wanted, self.quiet)
+                if handed_to and handed is not None and not handed[1]:
+                    yield Site(handed[0], owner, function, tie, handed_to=handed_to, handed_as=handed_as)
+                    children = [child for child in children if child is not argument
+                                and not (isinstance(child, ast.keyword) and child.value is argument)]
         if not _exports(node):
             yield from self.below(children, tie, owner, function, bound, holders)
 
@@ -360,6 +366,17 @@ def _site(node: ast.AST, wanted: set[str], quiet: set[int]) -> Optional[tuple[st
     if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in wanted:
         return node.value, True
     return None
+
+
+def _arguments(call: ast.Call) -> Iterator[tuple[ast.expr, int | str]]:
+    """Each argument of `call` with its position, or its keyword."""
+    for position, argument in enumerate(call.args):
+        if isinstance(argument, ast.Starred):
+            return
+        yield argument, position
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            yield keyword.value, keyword.arg
 
 
 def _trailing(node: ast.expr) -> str:
