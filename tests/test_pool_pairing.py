@@ -408,7 +408,9 @@ def test_a_registered_pool_that_may_run_at_page_size_1_keeps_the_backends_view_f
     ("torch.empty((10, 8, 128), pin_memory=True)", False),
     ("self._alloc()", False),
     ("torch.empty((10, 8, 128))", True),
-], ids=["pin-memory", "registered-in-a-method", "device-buffer"])
+    # A device buffer built beside a pinned staging tensor is still a device buffer.
+    ("self._staged()", True),
+], ids=["pin-memory", "registered-in-a-method", "device-buffer", "pinned-staging-only"])
 def test_a_pool_of_pinned_host_memory_built_anywhere_is_no_pool_a_backend_meets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinning: str, meets: bool
 ) -> None:
@@ -419,6 +421,11 @@ def test_a_pool_of_pinned_host_memory_built_anywhere_is_no_pool_a_backend_meets(
         "    def _alloc(self):\n"
         "        buffer = torch.empty((10, 8, 128))\n"
         "        torch.cuda.cudart().cudaHostRegister(buffer.data_ptr(), buffer.numel(), 0)\n"
+        "        return buffer\n\n"
+        "    def _staged(self):\n"
+        "        self.staging = torch.empty((10, 8, 128), pin_memory=True)\n"
+        "        buffer = torch.empty((10, 8, 128), device='cuda')\n"
+        "        torch.cuda.cudart().cudaHostRegister(self.staging.data_ptr(), 1, 0)\n"
         "        return buffer\n\n\n"
         "def offload():\n    return HostMirror()\n"
     )

@@ -38,8 +38,6 @@ from kvlint.learn.tree import Learned, class_bases, parsed_tree
 
 _BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*=")
 _ALLOCATORS = frozenset({"zeros", "empty", "ones", "full", "randn"})
-# Calls that make a tensor pinned host memory.
-_PINNING = frozenset({"pin_memory", "cudaHostRegister"})
 
 
 def learn_pool_classes(contract: Contract, config: Config, scope: Scope, learned: Learned) -> None:
@@ -146,22 +144,48 @@ def _buffer_assignments(
 
 
 def _pinned_host(value: ast.expr, klass: ast.ClassDef) -> bool:
-    """Whether the buffer `value` builds is pinned host memory: allocated with `pin_memory=True`,
-    pinned (`.pin_memory()`) or registered with the driver (`cudaHostRegister`), in `value` or in the
-    body of the class's method it calls (`self.init_kv_buffer()`)."""
-    parts: list[ast.AST] = [value]
-    if isinstance(value, ast.Call) and _self_attribute(value.func) is not None:
-        parts.extend(stmt for stmt in klass.body
-                     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == _self_attribute(value.func))
-    for node in (node for part in parts for node in ast.walk(part)):
-        if not isinstance(node, ast.Call):
-            continue
-        if _name(node.func) in _PINNING:
+    """Whether the buffer `value` builds is pinned host memory: allocated with `pin_memory=True` or
+    pinned (`.pin_memory()`), or built by a method of the class that returns a tensor so allocated,
+    pinned, or registered with the driver (`cudaHostRegister(t.data_ptr(), ...)`)."""
+    if _pinned(value):
+        return True
+    called = _self_attribute(value.func) if isinstance(value, ast.Call) else None
+    method = next((stmt for stmt in klass.body
+                   if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == called), None)
+    if method is None:
+        return False
+    returned = {node.value.id for node in ast.walk(method)
+                if isinstance(node, ast.Return) and isinstance(node.value, ast.Name)}
+    for node in ast.walk(method):
+        if isinstance(node, ast.Return) and node.value is not None and _pinned(node.value):
             return True
-        if any(keyword.arg == "pin_memory" and isinstance(keyword.value, ast.Constant) and keyword.value.value is True
-               for keyword in node.keywords):
+        if (isinstance(node, ast.Assign) and _pinned(node.value)
+                and any(isinstance(target, ast.Name) and target.id in returned for target in node.targets)):
+            return True
+        if (isinstance(node, ast.Call) and _name(node.func) == "cudaHostRegister" and node.args
+                and _pointer_of(node.args[0]) in returned):
             return True
     return False
+
+
+def _pinned(value: ast.expr) -> bool:
+    """An allocation with `pin_memory=True`, or a `.pin_memory()`, in `value`."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call) and (
+            _name(node.func) == "pin_memory"
+            or any(keyword.arg == "pin_memory" and isinstance(keyword.value, ast.Constant) and keyword.value.value is True
+                   for keyword in node.keywords)
+        ):
+            return True
+    return False
+
+
+def _pointer_of(node: ast.expr) -> Optional[str]:
+    """`t` for `t.data_ptr()`."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "data_ptr"
+            and isinstance(node.func.value, ast.Name)):
+        return node.func.value.id
+    return None
 
 
 def _page_split_attributes(klass: ast.ClassDef) -> set[str]:
