@@ -389,6 +389,24 @@ def test_pools_a_registry_hands_out_past_a_page_size_assert_meet_a_backend_on_wh
                                            "plugin.py": PLUGIN})
     assert ASCEND not in found
     assert applicability(found[MUSA]) == applicability(found[AITER]) == "safe"
+    contract = run(load_config(), RunOptions(paths=(Path("."),), jobs=1)).contract
+    assert dict(contract.page_pinned_classes)["AscendBackend"] == (
+        "every pool it can meet but page-split ones is built past an `assert` on the page size "
+        "(256 at eng/configurator.py:8)")
+
+
+def test_the_contract_names_the_assert_again_where_an_edit_moves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {"configurator.py": PLUGIN_FIRST, "pool_registry.py": POOL_REGISTRY, "plugin.py": PLUGIN}
+    check(tmp_path, monkeypatch, **files)
+    cached = RunOptions(paths=(Path("."),), jobs=1, cache=True)
+    assert dict(run(load_config(), cached).contract.page_pinned_classes)["AscendBackend"].endswith(
+        "(256 at eng/configurator.py:8)")
+    # The contract is cached now; a line above the assert moves it.
+    (tmp_path / "eng" / "configurator.py").write_text("# moved\n" + PLUGIN_FIRST)
+    assert dict(run(load_config(), cached).contract.page_pinned_classes)["AscendBackend"].endswith(
+        "(256 at eng/configurator.py:9)")
 
 
 @pytest.mark.parametrize("configurator", [

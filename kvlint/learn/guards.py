@@ -4,7 +4,8 @@ the branch runs under (`kvlint.learn.ties` carries them down to the places build
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping, Optional, TypeVar
 
 from kvlint.learn.gates_read import algorithms_tested
@@ -23,6 +24,8 @@ class Tie:
     platforms: Optional[frozenset[str]] = None
     algorithms: Optional[frozenset[str]] = None
     pages: Optional[frozenset[int]] = None
+    # The file (once known) and line of the assert that allows `pages`, to name where; no part of the tie.
+    asserted_at: Optional[tuple[Optional[Path], int]] = field(default=None, compare=False)
 
     @property
     def tied(self) -> bool:
@@ -36,7 +39,8 @@ class Tie:
 
     def narrowed(self, other: Tie) -> Tie:
         return Tie(_meet(self.backends, other.backends), _meet(self.platforms, other.platforms),
-                   _meet(self.algorithms, other.algorithms), _meet(self.pages, other.pages))
+                   _meet(self.algorithms, other.algorithms), _meet(self.pages, other.pages),
+                   self.asserted_at or other.asserted_at)
 
     def apart(self, other: Tie) -> bool:
         """Whether no run can be under both (a run has one page size)."""

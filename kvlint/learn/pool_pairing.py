@@ -24,6 +24,7 @@ pins).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, Optional
 
 from kvlint.api.contract import Contract
@@ -69,9 +70,7 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
             if others and not met:
                 only.append(klass)
             elif met and all(theirs.whole_pages for theirs in met):
-                sizes = "/".join(map(str, sorted({size for theirs in met for size in theirs.pages or ()})))
-                pinned.append((klass, f"every pool it can meet but page-split ones is built past an `assert` "
-                                      f"on the page size ({sizes})"))
+                pinned.append((klass, _asserted(met, scope, learned)))
     if apart:
         learned.values["page-split-apart"] = tuple(apart)
         learned.sources["page-split-apart"] = "learned: the guards each backend class and page-split pool is built under"
@@ -85,6 +84,21 @@ def learn_pool_pairing(contract: Contract, scope: Scope, learned: Learned) -> No
         learned.sources["page-pinned-classes"] = (
             "learned: backend classes that meet pools other than page-split ones only at a page size the tree asserts"
         )
+
+
+def _asserted(met: list[Tie], scope: Scope, learned: Learned) -> str:
+    """Why a backend meeting the ties `met` runs on whole pages: the sizes the asserts allow, and
+    where each assert is (pinned: an edit moving one is learned again)."""
+    places: set[tuple[Path, int]] = set()
+    for tie in met:
+        if tie.asserted_at is not None and tie.asserted_at[0] is not None:
+            places.add((tie.asserted_at[0], tie.asserted_at[1]))
+    for path, line in places:
+        learned.pin(path, line)
+    sizes = "/".join(map(str, sorted({size for tie in met for size in tie.pages or ()})))
+    where = ", ".join(f"{scope.shown(path)}:{line}" for path, line in sorted(places))
+    return (f"every pool it can meet but page-split ones is built past an `assert` on the page size ({sizes}"
+            + (f" at {where})" if where else ")"))
 
 
 def _other_pools(contract: Contract, learned: Learned, split: tuple[str, ...]) -> tuple[str, ...]:

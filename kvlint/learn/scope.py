@@ -172,7 +172,8 @@ def _compared(value: Any, lines_up_to: Optional[int]) -> Any:
 def _lines_up_to(lines: Any, last: int) -> Any:
     if isinstance(lines, tuple):
         return tuple(_lines_up_to(line, last) for line in lines)
-    return lines if lines <= last else None
+    # Anything but a line (a file a reading leaves unknown, filled in after it) is none.
+    return lines if isinstance(lines, int) and lines <= last else None
 
 
 # A dataclass's fields and whether equality compares each, by its type: answers hold thousands of readings.

@@ -101,8 +101,10 @@ class Ties:
             return
         for name in pending:
             self._sites[name] = []
-        for answer in self._scope.survey(guarded_sites, pending, self._backends, self._predicates).values():
+        for path, answer in self._scope.survey(guarded_sites, pending, self._backends, self._predicates).items():
             for site in answer:
+                if site.tie.asserted_at is not None:
+                    site = replace(site, tie=replace(site.tie, asserted_at=(path, site.tie.asserted_at[1])))
                 self._sites[site.name].append(site)
 
     def of(self, name: str, links: Optional[int] = None, below: Tie = Tie()) -> Optional[tuple[Tie, ...]]:
@@ -276,8 +278,8 @@ def guarded_sites(data: bytes, names: tuple[str, ...], backends: frozenset[str],
 
 
 def _sites(data: bytes, wanted: set[str], backends: frozenset[str], predicates: Mapping[str, frozenset[str]]) -> Iterator[Site]:
-    for statement, _offset, hits in statements_spelling(data, wanted):
-        walk = _Walk(wanted, building_nothing(statement, hits, data), hits, backends, predicates)
+    for statement, offset, hits in statements_spelling(data, wanted):
+        walk = _Walk(wanted, building_nothing(statement, hits, data), hits, backends, predicates, offset)
         decorated = isinstance(statement, ast.ClassDef) and bool(statement.decorator_list)
         for site in walk.sites(statement, Tie(), "", "", False):
             yield replace(site, decorated=True) if decorated and site.owner else site
@@ -293,6 +295,8 @@ class _Walk:
     hits: list[int]
     backends: frozenset[str]
     predicates: Mapping[str, frozenset[str]]
+    # What the statement's line numbers lack: its first line in the file.
+    offset: int
 
     def sites(self, node: ast.AST, tie: Tie, owner: str, function: str, bound: bool = False,
               holders: frozenset[str] = frozenset()) -> Iterator[Site]:
@@ -349,7 +353,7 @@ class _Walk:
             elif isinstance(node, ast.Assert):
                 pages = asserted_pages(node.test, aliases)
                 if pages is not None:
-                    tie = tie.narrowed(Tie(pages=pages))
+                    tie = tie.narrowed(Tie(pages=pages, asserted_at=(None, node.lineno + self.offset)))
 
 
 def _site(node: ast.AST, wanted: set[str], quiet: set[int]) -> Optional[tuple[str, bool]]:
