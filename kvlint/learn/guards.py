@@ -12,7 +12,8 @@ from kvlint.learn.gates_read import algorithms_tested
 
 # The devices a platform predicate names: a process runs on one of them.
 _DEVICES = frozenset({"npu", "musa", "hip", "xpu", "cuda", "cpu", "mps", "hpu"})
-_PAGE_SIZE = "page_size"
+# The engine's page-size field, and what a page-size guard compares.
+PAGE_SIZE = "page_size"
 
 
 @dataclass(frozen=True)
@@ -104,22 +105,28 @@ def asserted_pages(test: ast.expr, aliases: frozenset[str]) -> Optional[frozense
         return found
     if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.In))
             and is_page_size(test.left, aliases)):
-        return _ints(test.comparators[0])
+        return literal_ints(test.comparators[0])
     return None
 
 
 def is_page_size(node: ast.expr, aliases: frozenset[str] = frozenset()) -> bool:
     """`<...>.page_size`, `page_size`, or a local in `aliases`."""
     if isinstance(node, ast.Name):
-        return node.id == _PAGE_SIZE or node.id in aliases
-    return isinstance(node, ast.Attribute) and node.attr == _PAGE_SIZE
+        return node.id == PAGE_SIZE or node.id in aliases
+    return isinstance(node, ast.Attribute) and node.attr == PAGE_SIZE
 
 
-def _ints(node: ast.expr) -> Optional[frozenset[int]]:
+def literal_ints(node: ast.expr) -> Optional[frozenset[int]]:
+    """`N`, or a list, tuple or set of such: the integers it spells; None for anything else."""
     elements = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
-    values = [element.value for element in elements
-              if isinstance(element, ast.Constant) and type(element.value) is int]
+    values = [value for value in map(literal_int, elements) if value is not None]
     return frozenset(values) if values and len(values) == len(elements) else None
+
+
+def literal_int(node: ast.expr) -> Optional[int]:
+    """The integer a literal spells (not a bool); None for anything else."""
+    value = node.value if isinstance(node, ast.Constant) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _platform(test: ast.expr) -> Optional[str]:

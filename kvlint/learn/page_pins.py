@@ -28,12 +28,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
+from kvlint.learn.guards import PAGE_SIZE, literal_int, literal_ints
 from kvlint.learn.memo import remembered
 from kvlint.learn.pool_pairing import backend_registry, registry_consumers
 from kvlint.learn.scope import Scope
 from kvlint.learn.tree import Learned, parsed_tree
 
-_PAGE_SIZE = "page_size"
 _FIELD = "attention_backend"
 # Where a page size is set (`page_size = 64`, `{"page_size": n}`): each pin, or branch undoing one, does.
 _SETS = re.compile(rb"page_size[\"']?\s*(?::|=(?!=))")
@@ -215,11 +215,11 @@ def _clamp(statement: ast.stmt, lists: dict[str, frozenset[int]]) -> Optional[fr
     if not (isinstance(statement, ast.If) and not statement.orelse and isinstance(statement.test, ast.Compare)):
         return None
     test = statement.test
-    if len(test.ops) != 1 or not _spelled(test.left).endswith(_PAGE_SIZE):
+    if len(test.ops) != 1 or not _spelled(test.left).endswith(PAGE_SIZE):
         return None
     allowed: Optional[frozenset[int]] = None
     if isinstance(test.ops[0], ast.NotEq):
-        value = _integer(test.comparators[0])
+        value = literal_int(test.comparators[0])
         allowed = None if value is None else frozenset({value})
     elif isinstance(test.ops[0], ast.NotIn):
         allowed = _integers(test.comparators[0], lists)
@@ -232,21 +232,21 @@ def _clamp(statement: ast.stmt, lists: dict[str, frozenset[int]]) -> Optional[fr
 def _set_to(statement: ast.stmt) -> Optional[int]:
     """M, for `ps = M`, `x.page_size = M` or `return {"page_size": M}`."""
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-        if _spelled(statement.targets[0]).endswith(_PAGE_SIZE):
-            return _integer(statement.value)
+        if _spelled(statement.targets[0]).endswith(PAGE_SIZE):
+            return literal_int(statement.value)
     if isinstance(statement, ast.Return) and isinstance(statement.value, ast.Dict):
         for key, value in zip(statement.value.keys, statement.value.values):
-            if key is not None and _string(key) == _PAGE_SIZE:
-                return _integer(value)
+            if key is not None and _string(key) == PAGE_SIZE:
+                return literal_int(value)
     return None
 
 
 def _sets_page_size(statement: ast.stmt) -> bool:
     for node in ast.walk(statement):
-        if any(_spelled(target).endswith(_PAGE_SIZE) for target in _targets(node)):
+        if any(_spelled(target).endswith(PAGE_SIZE) for target in _targets(node)):
             return True
         if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
-            if any(key is not None and _string(key) == _PAGE_SIZE for key in node.value.keys):
+            if any(key is not None and _string(key) == PAGE_SIZE for key in node.value.keys):
                 return True
     return False
 
@@ -267,7 +267,7 @@ def _literal_lists(function: ast.AST) -> dict[str, frozenset[int]]:
             name, values = node.targets[0].id, _integers(node.value, {})
         elif (growth := _growth(node)) is not None:
             name, method, argument = growth
-            single = _integer(argument)
+            single = literal_int(argument)
             values = _integers(argument, {}) if method == "extend" else None if single is None else frozenset({single})
         else:
             continue
@@ -291,15 +291,7 @@ def _growth(node: ast.AST) -> Optional[tuple[str, str, ast.expr]]:
 def _integers(node: ast.expr, lists: dict[str, frozenset[int]]) -> Optional[frozenset[int]]:
     if isinstance(node, ast.Name):
         return lists.get(node.id)
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and node.elts:
-        values = [_integer(each) for each in node.elts]
-        return None if None in values else frozenset(value for value in values if value is not None)
-    return None
-
-
-def _integer(node: ast.expr) -> Optional[int]:
-    value = node.value if isinstance(node, ast.Constant) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return literal_ints(node) if isinstance(node, (ast.List, ast.Tuple, ast.Set)) else None
 
 
 def _string(node: ast.expr) -> Optional[str]:
