@@ -9,7 +9,9 @@ import libcst as cst
 import libcst.matchers as m
 
 from kvlint.api.contract import Contract
+from kvlint.analysis.closures import closure_reaching
 from kvlint.analysis.dataflow import Definition, FunctionFlow, function_flow
+from kvlint.analysis.index import module_index
 from kvlint.api.rule import FileContext
 
 
@@ -205,3 +207,69 @@ def test_function_flow_is_cached_per_function() -> None:
     assert isinstance(func, cst.FunctionDef)
     ctx = FileContext("x.py", module, Contract())
     assert function_flow(ctx, func) is function_flow(ctx, func)
+
+
+
+def closure_reached(source: str) -> Optional[tuple[set[tuple[str, str]], str]]:
+    """What reaches the one `sink(name)`, read in the innermost function holding it (a closure's
+    body too), with the name of the function the definitions are in."""
+    module = cst.parse_module(textwrap.dedent(source))
+    ctx = FileContext("x.py", module, Contract())
+    (site,) = module_index(ctx).calls("sink")
+    name = site.call.args[0].value
+    assert isinstance(name, cst.Name) and site.function is not None
+    reached = closure_reaching(ctx, name, site.function)
+    if reached is None:
+        return None
+    defs, owner = reached
+    return {(d.kind, "-" if d.value is None else module.code_for_node(d.value)) for d in defs}, owner.name.value
+
+
+def test_a_closure_variable_is_answered_by_the_function_that_binds_it() -> None:
+    src = """
+    def outer(pool, k_cache):
+        kv = pool.get_kv_buffer(0)
+        def inner(x):
+            sink(kv)
+        return inner
+    """
+    assert closure_reached(src) == ({("assign", "pool.get_kv_buffer(0)")}, "outer")
+    assert closure_reached(src.replace("sink(kv)", "sink(k_cache)")) == ({("param", "-")}, "outer")
+
+
+def test_a_closure_sees_what_reaches_its_def_statement() -> None:
+    src = """
+    def outer(pool, flag):
+        kv = pool.a
+        if flag:
+            kv = pool.b
+        def inner():
+            sink(kv)
+        kv = pool.c
+        return inner
+    """
+    assert closure_reached(src) == ({("assign", "pool.a"), ("assign", "pool.b")}, "outer")
+
+
+def test_closures_nest_and_the_nearest_binding_wins() -> None:
+    src = """
+    def outer(pool):
+        kv = pool.a
+        def middle():
+            def inner():
+                sink(kv)
+            return inner
+        return middle
+    """
+    assert closure_reached(src) == ({("assign", "pool.a")}, "outer")
+    shadowed = src.replace("        def middle():\n", "        def middle():\n            kv = pool.m\n")
+    assert closure_reached(shadowed) == ({("assign", "pool.m")}, "middle")
+
+
+def test_a_name_the_closure_binds_or_declares_is_not_followed_out() -> None:
+    own = "def outer(pool):\n    kv = pool.a\n    def inner():\n        kv = pool.i\n        sink(kv)\n"
+    assert closure_reached(own) == ({("assign", "pool.i")}, "inner")
+    declared = "def outer(pool):\n    kv = pool.a\n    def inner():\n        global kv\n        sink(kv)\n"
+    assert closure_reached(declared) is None
+    unbound = "def outer(pool):\n    def inner():\n        sink(kv)\n"
+    assert closure_reached(unbound) is None

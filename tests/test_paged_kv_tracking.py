@@ -104,9 +104,11 @@ def test_the_name_fallback_applies_to_parameters_only() -> None:
     assert probed(source) == [False, False]
 
 
-def test_a_closure_variable_is_not_followed_into_the_nested_function() -> None:
+def test_a_closure_variable_is_followed_to_the_function_that_binds_it() -> None:
     source = "def f(pool):\n    k = pool.get_key_buffer(0)\n    def g():\n        probe(k)\n"
-    assert probed(source) == [False]
+    assert probed(source) == [True]
+    own = "def f(pool):\n    k = torch.zeros(4, 8)\n    def g():\n        probe(k)\n"
+    assert probed(own) == [False]
 
 
 def test_accessors_and_fallback_come_from_the_contract() -> None:

@@ -21,6 +21,14 @@ API
     evaluates (it sits in a nested function or lambda body). An empty set means
     the name is local but unbound on every path to the use.
 
+``FunctionFlow.free_reaching(nested, name) -> Optional[Defs]``
+    For a function ``nested`` defined in this one that reads ``name`` without
+    binding it (a closure variable): the definitions of ``name`` here that
+    reach the ``def`` statement. A closure usually runs after it is defined and
+    before its variables are bound again; a binding made after the ``def`` is
+    not seen, so the answer may miss one, never adds one. ``None`` where
+    ``name`` is not this function's local or the ``def`` is unreachable.
+
 ``Definition``
     One binding: ``kind`` (see ``DEFINITION_KINDS``), ``target`` (the bound
     `cst.Name`), ``value`` (the assigned expression for a plain assignment or
@@ -68,6 +76,8 @@ class FunctionFlow:
         self._uses: dict[int, tuple[str, Optional[Defs]]] = {}
         self._local_names: set[str] = set()
         self._declared_outside: set[str] = set()
+        # The state at each nested `def` statement, for the closure variables its body reads.
+        self._at_nested: dict[int, dict[str, Defs]] = {}
         _Walker(self).walk_function(func)
 
     def reaching(self, name: cst.Name) -> Optional[Defs]:
@@ -78,6 +88,16 @@ class FunctionFlow:
         if text in self._declared_outside or text not in self._local_names:
             return None
         return defs if defs is not None else frozenset()
+
+    def free_reaching(self, nested: cst.FunctionDef, name: str) -> Optional[Defs]:
+        env = self._at_nested.get(id(nested))
+        if env is None or name in self._declared_outside or name not in self._local_names:
+            return None
+        return env.get(name, frozenset())
+
+    def binds(self, name: str) -> bool:
+        """Whether `name` is this function's own (bound here or declared `global`/`nonlocal`), not a closure variable."""
+        return name in self._local_names or name in self._declared_outside
 
     def read(self, target: cst.Name) -> bool:
         """Whether the binding of `target` reaches a read of it in this scope (nested scopes are not walked)."""
@@ -322,6 +342,8 @@ class _Walker:
             # Defaults and annotations are evaluated here; the body is another scope.
             for param in params(node.params):
                 self.expression(param.default)
+            if self.env is not None:
+                self.flow._at_nested[id(node)] = dict(self.env)
         else:
             for arg in (*node.bases, *node.keywords):
                 self.expression(arg.value)

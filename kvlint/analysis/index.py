@@ -32,6 +32,8 @@ class ModuleIndex:
     calls_by_name: dict[str, list[CallSite]] = field(default_factory=lambda: defaultdict(list))
     functions: list[tuple[cst.FunctionDef, Optional[cst.ClassDef]]] = field(default_factory=list)
     classes: list[cst.ClassDef] = field(default_factory=list)
+    # id of a function defined inside another function (in its body, or in a class there) -> that function.
+    enclosing: dict[int, cst.FunctionDef] = field(default_factory=dict)
     # local name -> dotted origin ("pkg.mod.Name" for `from pkg.mod import Name as local`,
     # "pkg.mod" for `import pkg.mod as local`).
     imports: dict[str, str] = field(default_factory=dict)
@@ -87,6 +89,8 @@ def build_index(module: cst.Module) -> ModuleIndex:
             if name is not None:
                 calls[name].append(CallSite(cast(cst.Call, node), function, klass))
         elif kind is cst.FunctionDef:
+            if function is not None:
+                index.enclosing[id(node)] = function
             function = cast(cst.FunctionDef, node)
             index.functions.append((function, klass))
         elif kind is cst.ClassDef:

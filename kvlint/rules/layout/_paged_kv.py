@@ -13,7 +13,9 @@ A value is paged KV when, inside one function, it comes from
   into it (`get_kv_buffer(i)[0]`). An index by a name (`k_cache[loc]`) is a
   gather, a fresh tensor, and not followed;
 * a local whose reaching definition is one of the above (assignment, tuple
-  unpacking, `for buf in self.k_buffer`), per `kvlint.analysis.dataflow`;
+  unpacking, `for buf in self.k_buffer`), per `kvlint.analysis.dataflow`; a
+  nested function's closure variable by the definitions reaching its `def` in
+  the function that binds it (`kvlint.analysis.closures`);
 * a parameter whose name matches the contract's `kv-name-fallback` pattern
   (names alone are a weaker signal, so only parameters get it), unless every
   call of its function in the file passes a tensor the caller allocated
@@ -53,6 +55,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from kvlint.api.contract import DEFAULT_KV_NAME_FALLBACK, PAGED_HELPERS, Contract
+from kvlint.analysis.closures import closure_reaching
 from kvlint.analysis.dataflow import Definition, function_flow
 from kvlint.analysis.index import callee_name, module_index, trailing_name
 from kvlint.rules.layout._view_shape import Bound, is_minus_one, is_page_split, unbound
@@ -134,10 +137,11 @@ class PagedKV:
                 return inner
             return unknown_like(inner)
         if isinstance(expr, cst.Name) and function is not None:
-            definitions = function_flow(self._ctx, function).reaching(expr)
-            if definitions is None:
+            reached = closure_reaching(self._ctx, expr, function)
+            if reached is None:
                 return None
-            layouts = [self._definition(definition, function, seen) for definition in definitions]
+            definitions, owner = reached
+            layouts = [self._definition(definition, owner, seen) for definition in definitions]
             found = [layout for layout in layouts if layout is not None]
             if not found:
                 return None
@@ -235,11 +239,12 @@ class PagedKV:
                 return pool_origin(self._ctx, _receiver(expr.value), function)
             return self._origin(expr.value, function, depth + 1)
         if isinstance(expr, cst.Name) and function is not None:
-            for definition in function_flow(self._ctx, function).reaching(expr) or ():
+            definitions, owner = closure_reaching(self._ctx, expr, function) or ((), function)
+            for definition in definitions:
                 source = definition.value if definition.kind in ("assign", "walrus") else definition.source
                 if definition.kind == "for" and source is not None and trailing_name(source) in self._accessors:
-                    return pool_origin(self._ctx, _receiver(source), function)
-                found = self._origin(source, function, depth + 1) if source is not None else None
+                    return pool_origin(self._ctx, _receiver(source), owner)
+                found = self._origin(source, owner, depth + 1) if source is not None else None
                 if found is not None:
                     return found
         return None

@@ -31,6 +31,24 @@ def no_fix_clause(ctx: FileContext, tensor: cst.BaseExpression, origin: Optional
     return f"; no fix: kvlint cannot tell whether dim 0 of `{ctx.code_for(tensor)}` holds slots ({why}), and the helpers assume it does"
 
 
+def unsafe_fix_clauses(ctx: FileContext, maybe_pages: Optional[PoolOrigin]) -> str:
+    """Why a paged-view fix is only unsafe ("" where it may be safe): `maybe_pages`, the pool dim 0 of
+    the tensor may hold pages of; or no paged helper the tree defines."""
+    clauses = ""
+    if maybe_pages is not None:
+        clauses += (
+            f"; the fix is unsafe: {maybe_pages.why()}, where dim 0 holds pages and the helpers, "
+            f"which assume slots, would assert or build another shape"
+        )
+    if not ctx.contract.has("paged-helpers-module"):
+        clauses += (
+            "; the scanned tree defines no paged helper (`paged_view`, `paged_row_view`, "
+            "`paged_kv_view`), so the fix is unsafe: pin `paged-helpers-module` in "
+            "[tool.kvlint.contract] once the helpers exist"
+        )
+    return clauses
+
+
 def helper_message(ctx: FileContext, use: HelperUse) -> str:
     """The finding on paged KV handed to a helper that pages its parameter with a `.view`."""
     return (

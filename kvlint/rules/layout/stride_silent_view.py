@@ -16,7 +16,7 @@ from kvlint.rules.layout._paged_kv import MAYBE_SLOTS, SLOTS, by_name_only, page
 from kvlint.rules.layout._view_shape import PAGE_SIZE_WORDS, is_page_split
 from kvlint.rules.layout._kept import helper_origin
 from kvlint.rules.layout._page_pinned import harmless_view
-from kvlint.rules.layout._stride_message import helper_message, no_fix_clause, view_message
+from kvlint.rules.layout._stride_message import helper_message, no_fix_clause, unsafe_fix_clauses, view_message
 from kvlint.rules.layout._through_helpers import helper_uses
 from kvlint.api.helpers import PAGE_SPLIT
 from kvlint.analysis.index import module_index
@@ -181,6 +181,8 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
               "    return k, pool.get_key_buffer(0).view(-1, self.page_size, 8, 64).contiguous()\n"),
         Valid("def f(pool, page_size):\n    k = pool.get_key_buffer(0)\n    if not k.is_contiguous():\n        return None\n"
               "    return k.view(-1, page_size, 8, 128)\n"),
+        # A closure's view of a tensor the enclosing function allocated, named like a cache.
+        Valid("def f(self):\n    k_cache = torch.zeros(64, 8, 128)\n\n    def attend():\n        return k_cache.view(-1, self.page_size, 8, 128)\n"),
     ]
     INVALID = [
         Invalid(
@@ -268,19 +270,22 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
         ),
     ]
 
-    # The forms the forks use: the page size through a local alias, the page count named or computed.
+    # The forms the forks use: the page size through a local alias (a closure's too), the page count named or computed.
     INVALID += [
         Invalid(
             "def decode(self, pool, layer):\n"
             "    ps = self.page_size\n"
             "    k = pool.get_key_buffer(layer.layer_id)\n"
-            "    return k.view(-1, ps, layer.tp_k_head_num, layer.head_dim)\n",
+            "    def attend():\n        return k.view(-1, ps, 8, 128)\n\n"
+            "    return k.view(-1, ps, layer.tp_k_head_num, layer.head_dim), attend\n",
             expected_replacement="from runtime_shim.paged import paged_kv_view\n\n"
             "def decode(self, pool, layer):\n"
             "    ps = self.page_size\n"
             "    k = pool.get_key_buffer(layer.layer_id)\n"
-            "    return paged_kv_view(k, ps, layer.tp_k_head_num, layer.head_dim)\n",
+            "    def attend():\n        return paged_kv_view(k, ps, 8, 128)\n\n"
+            "    return paged_kv_view(k, ps, layer.tp_k_head_num, layer.head_dim), attend\n",
             contract=_RUNTIME_SHIM,
+            expected_count=2,
         ),
         Invalid(
             "def decode(self, pool, num_blocks):\n"
@@ -380,18 +385,9 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
                 message += no_fix_clause(ctx, tensor, origin) + by_name_only(layout, ctx.code_for(tensor))
             else:
                 fix = paged_view_fix(ctx, call, tensor)
-                if fix is not None and layout[0] == MAYBE_SLOTS and origin is not None:
-                    message += (
-                        f"; the fix is unsafe: {origin.why()}, where dim 0 holds pages and the helpers, "
-                        f"which assume slots, would assert or build another shape"
-                    )
-                    fix = replace(fix, applicability=Applicability.UNSAFE)
-                if fix is not None and not ctx.contract.has("paged-helpers-module"):
-                    message += (
-                        "; the scanned tree defines no paged helper (`paged_view`, `paged_row_view`, "
-                        "`paged_kv_view`), so the fix is unsafe: pin `paged-helpers-module` in "
-                        "[tool.kvlint.contract] once the helpers exist"
-                    )
+                unsafe = unsafe_fix_clauses(ctx, origin if layout[0] == MAYBE_SLOTS else None)
+                if fix is not None and unsafe:
+                    message += unsafe
                     fix = replace(fix, applicability=Applicability.UNSAFE)
             ctx.report(call, message + helper_origin(ctx, tensor, site.function), fix)
         for use in helper_uses(ctx, (PAGE_SPLIT,)):
