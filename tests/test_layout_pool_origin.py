@@ -86,6 +86,25 @@ def test_without_a_page_split_pool_an_unknown_pool_keeps_the_safe_fix(
     assert {line: f.fix.applicability.value for line, f in found.items() if f.fix} == {9: "safe", 10: "safe", 11: "safe"}
 
 
+def test_a_closure_reads_the_pool_and_its_buffer_as_the_enclosing_method_typed_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The receiver, the buffer and the page size are the enclosing method's locals: the closure's
+    # views are judged by the classes the method gave them, as the method's own views are.
+    closure = BACKEND.replace(
+        "        return a, b, c\n",
+        "        strided = self.strided\n"
+        "        buffer = npu.get_key_buffer(0)\n\n"
+        "        def attend():\n"
+        "            return strided.get_key_buffer(0).view(-1, self.page_size, 8, 128), buffer.view(-1, self.page_size, 8, 128)\n\n"
+        "        return a, b, c, attend\n",
+    )
+    found = check(tmp_path, monkeypatch, {"eng/mem_cache/pools.py": POOLS, "eng/attn/backend.py": closure,
+                                          "eng/layout/paged_view.py": HELPERS})
+    assert {line: f.fix.applicability.value for line, f in found.items() if f.fix} == {9: "safe", 11: "unsafe", 16: "safe"}
+    assert found[16].column == 20
+
+
 def learned(tmp_path: Path, source: str) -> tuple[str, ...]:
     path = tmp_path / "pool.py"
     path.write_text(source)

@@ -109,6 +109,12 @@ def test_a_closure_variable_is_followed_to_the_function_that_binds_it() -> None:
     assert probed(source) == [True]
     own = "def f(pool):\n    k = torch.zeros(4, 8)\n    def g():\n        probe(k)\n"
     assert probed(own) == [False]
+    # A parameter named like a cache that every caller feeds its own allocation, read in a closure,
+    # or fed from one.
+    fed = "def f(k_cache):\n    def g():\n        probe(k_cache)\n\ndef caller():\n    f(torch.zeros(4))\n"
+    assert probed(fed) == [False]
+    fed_in_closure = "def f(k_cache):\n    probe(k_cache)\n\ndef caller():\n    buf = torch.zeros(4)\n    def g():\n        f(buf)\n"
+    assert probed(fed_in_closure) == [False]
 
 
 def test_accessors_and_fallback_come_from_the_contract() -> None:

@@ -23,7 +23,7 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.analysis.dataflow import function_flow
+from kvlint.analysis.closures import closure_reaching
 from kvlint.analysis.helper_calls import helper_fact
 from kvlint.analysis.index import callee_name
 from kvlint.api.helpers import HelperFact
@@ -95,9 +95,10 @@ def _origin(
     if isinstance(expr, cst.Subscript):
         return _origin(ctx, expr.value, function, depth + 1)
     if isinstance(expr, cst.Name) and function is not None:
-        for definition in function_flow(ctx, function).reaching(expr) or ():
+        definitions, owner = closure_reaching(ctx, expr, function) or ((), function)
+        for definition in definitions:
             if definition.kind in ("assign", "walrus") and definition.value is not None:
-                found = _origin(ctx, definition.value, function, depth + 1)
+                found = _origin(ctx, definition.value, owner, depth + 1)
                 if found is not None:
                     return found
     return None

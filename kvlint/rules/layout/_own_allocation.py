@@ -19,7 +19,8 @@ from typing import Optional
 
 import libcst as cst
 
-from kvlint.analysis.dataflow import Definition, function_flow
+from kvlint.analysis.closures import closure_reaching
+from kvlint.analysis.dataflow import Definition
 from kvlint.analysis.helper_calls import argument_for
 from kvlint.analysis.index import module_index, trailing_name
 from kvlint.analysis.walk import code_children
@@ -68,9 +69,9 @@ def allocated(ctx: FileContext, expr: cst.BaseExpression, function: Optional[cst
     if isinstance(expr, cst.Subscript):
         return allocated(ctx, expr.value, function, depth + 1, asked)
     if isinstance(expr, cst.Name) and function is not None:
-        definitions = function_flow(ctx, function).reaching(expr)
+        definitions, owner = closure_reaching(ctx, expr, function) or ((), function)
         return bool(definitions) and all(
-            _defined_by_allocation(ctx, definition, function, depth + 1, asked) for definition in definitions or ()
+            _defined_by_allocation(ctx, definition, owner, depth + 1, asked) for definition in definitions
         )
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         klass = class_of(ctx, function) if function is not None else None

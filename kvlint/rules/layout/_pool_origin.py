@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from kvlint.analysis.dataflow import function_flow
+from kvlint.analysis.closures import closure_reaching
 from kvlint.analysis.index import module_index, trailing_name
 from kvlint.analysis.walk import code_children
 from kvlint.api.rule import FileContext
@@ -103,7 +103,7 @@ def _classes(
         if expr.value == "self":
             klass = class_of(ctx, function)
             return frozenset({(klass.name.value, False)}) if klass is not None else None
-        definitions = function_flow(ctx, function).reaching(expr)
+        definitions, owner = closure_reaching(ctx, expr, function) or ((), function)
         if not definitions:
             return None
         found: set[tuple[str, bool]] = set()
@@ -111,7 +111,7 @@ def _classes(
             if definition.kind == "param" and definition.param is not None and definition.param.annotation is not None:
                 typed = annotated(definition.param.annotation.annotation)
             elif definition.kind in ("assign", "walrus") and definition.value is not None:
-                typed = _classes(ctx, definition.value, function, depth + 1)
+                typed = _classes(ctx, definition.value, owner, depth + 1)
             else:
                 typed = None
             if typed is None:
