@@ -10,7 +10,7 @@ import pytest
 from kvlint.api.config import load_config
 from kvlint.learn.page_pins import PinRead, page_size_pins
 from kvlint.running.engine import RunOptions, run
-from test_pool_pairing import AITER, ASCEND, BACKENDS, MUSA, VIEW, check
+from test_pool_pairing import AITER, ASCEND, BACKENDS, MUSA, REGISTRY, VIEW, check
 
 # sglang's post-process for a backend whose kernels need pages of 64 (hpc_ops).
 CLAMP = (
@@ -99,6 +99,51 @@ def test_a_class_also_built_outside_the_pinned_backends_keeps_its_findings(
 ) -> None:
     anywhere = BACKENDS + "\n\nclass AnyAiter(AiterBackend):\n    pass\n\n\ndef make(runner):\n    return AnyAiter(runner)\n"
     assert flagged(tmp_path, monkeypatch, CLAMP, **{"backends.py": anywhere}) == {MUSA, AITER, ASCEND}
+
+
+# A draft worker choosing its backend by a local it compares with the registry's names.
+DRAFT_WORKER = (
+    "from eng.backends import AiterBackend, FA3Backend\n\n\n"
+    "class DraftWorker:\n"
+    "    def draft_backend(self, runner):\n"
+    "        kind = self.resolve_kind()\n"
+    "        if kind == 'fa3':\n"
+    "            return FA3Backend(runner)\n"
+    "        if kind == 'aiter':\n"
+    "            return self.aiter_backend(runner)\n"
+    "        raise ValueError(kind)\n\n"
+    "    def aiter_backend(self, runner):\n"
+    "        return AiterBackend(runner)\n"
+)
+
+
+def test_a_class_a_worker_builds_under_a_local_naming_the_backend_stays_pinned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert flagged(tmp_path, monkeypatch, CLAMP, **{"draft.py": DRAFT_WORKER}) == {MUSA, ASCEND}
+    # A local compared with one backend name only is no choice of backend: the build is untied.
+    lone = DRAFT_WORKER.replace("        if kind == 'fa3':\n            return FA3Backend(runner)\n", "")
+    assert flagged(tmp_path, monkeypatch, CLAMP, **{"draft.py": lone}) == {MUSA, AITER, ASCEND}
+
+
+def test_a_build_whose_guards_name_no_backend_they_share_pins_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Inside aiter's factory, a test of the decode backend (another role) meets aiter to nothing:
+    # kvlint cannot say which backend that build runs under.
+    registry = REGISTRY.replace(
+        "def create_aiter(runner):\n",
+        "def create_aiter(runner):\n"
+        "    decode = decode_backend_of(runner)\n"
+        "    if decode == 'ascend':\n"
+        "        raise ValueError(decode)\n"
+        "    if decode == 'fa3':\n"
+        "        from eng.backends import MusaBackend\n"
+        "        return MusaBackend(runner)\n",
+    ).replace("    else:\n        from eng.backends import MusaBackend\n        return MusaBackend(runner)\n", "")
+    assert MUSA in flagged(tmp_path, monkeypatch, CLAMP, **{"registry.py": registry})
+    contract = run(load_config(), RunOptions(paths=(Path("."),), jobs=1)).contract
+    assert "MusaBackend" not in dict(contract.page_pinned_classes)
 
 
 def test_the_contract_names_each_pinned_class_with_its_backend_and_clamp(

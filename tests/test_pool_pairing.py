@@ -13,7 +13,7 @@ import pytest
 
 from kvlint.api.config import load_config
 from kvlint.api.types import Finding
-from kvlint.learn.guards import Tie, asserted_pages, dispatch_parameters, guard_tie
+from kvlint.learn.guards import Tie, asserted_pages, dispatch_names, guard_tie
 from kvlint.learn.registries import Registering, registerings, registerings_of
 from kvlint.learn.registry_read import dispatch_factories
 from kvlint.running.engine import RunOptions, run
@@ -334,8 +334,12 @@ def test_dispatch_factories_read_each_branch_and_the_dispatching_parameter() -> 
         ("ascend", "backend_from_str", ("AscendBackend",)),
     ]
     function = ast.parse(DISPATCH).body[0].body[0]  # type: ignore[attr-defined]
-    assert dispatch_parameters(function, REGISTERED) == frozenset({"backend_str"})
-    assert dispatch_parameters(function, frozenset({"ascend"})) == frozenset()
+    assert dispatch_names(function, REGISTERED) == frozenset({"backend_str"})
+    assert dispatch_names(function, frozenset({"ascend"})) == frozenset()
+    # A local the function binds, compared so, dispatches too; a name it does not bind does not.
+    local = ast.parse("def pick(self):\n    kind = self.kind()\n    if kind == 'fa3': pass\n    elif kind == 'aiter': pass\n"
+                      "    if GLOBAL == 'fa3' or GLOBAL == 'aiter': pass\n").body[0]
+    assert isinstance(local, ast.FunctionDef) and dispatch_names(local, REGISTERED) == frozenset({"kind"})
     # Inside the dispatching function, its parameter names the backend.
     test = ast.parse("backend_str == 'ascend'", mode="eval").body
     assert guard_tie(test, True, {}, REGISTERED, frozenset({"backend_str"})) == Tie(backends=frozenset({"ascend"}))

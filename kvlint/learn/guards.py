@@ -61,8 +61,8 @@ def guard_tie(test: ast.expr, holds: bool, predicates: Mapping[str, frozenset[st
               holders: frozenset[str] = frozenset()) -> Tie:
     """The tie a branch taken when `test` is `holds` gives: a backend compared (the registry's
     other names, `backends`, where the comparison fails), a platform tested, or a speculative
-    algorithm compared or tested by a predicate of its enum. `holders`: the parameters of the
-    function the test sits in that hold a backend name (`dispatch_parameters`)."""
+    algorithm compared or tested by a predicate of its enum. `holders`: the names bound in the
+    function the test sits in that hold a backend name (`dispatch_names`)."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return guard_tie(test.operand, not holds, predicates, backends, holders)
     if isinstance(test, ast.BoolOp):
@@ -144,19 +144,21 @@ def _names_backend(node: ast.expr, holders: frozenset[str]) -> bool:
     return name.endswith("attention_backend")
 
 
-def dispatch_parameters(function: ast.FunctionDef | ast.AsyncFunctionDef, backends: frozenset[str]) -> frozenset[str]:
-    """The parameters `function` compares with two of the registry's names at least: it picks the
-    backend by them (`if backend_str == "ascend": ... elif backend_str == "triton": ...`)."""
+def dispatch_names(function: ast.FunctionDef | ast.AsyncFunctionDef, backends: frozenset[str]) -> frozenset[str]:
+    """The names `function` binds (a parameter, a local) that it compares with two of the registry's
+    names at least: it picks the backend by them (`if backend_str == "ascend": ... elif backend_str
+    == "triton": ...`; `kind = self._draft_backend(); if kind == "triton": ... if kind == "trtllm_mha": ...`)."""
     args = function.args
-    parameters = {arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    bound = {arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)} | {
+        node.id for node in ast.walk(function) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
     compared: dict[str, set[str]] = {}
     for node in ast.walk(function):
         if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
-                and isinstance(node.left, ast.Name) and node.left.id in parameters):
+                and isinstance(node.left, ast.Name) and node.left.id in bound):
             names = _strings(node.comparators[0])
             if names is not None:
                 compared.setdefault(node.left.id, set()).update(names & backends)
-    return frozenset(parameter for parameter, names in compared.items() if len(names) >= 2)
+    return frozenset(name for name, backend_names in compared.items() if len(backend_names) >= 2)
 
 
 def _strings(node: ast.expr) -> Optional[frozenset[str]]:

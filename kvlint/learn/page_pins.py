@@ -90,7 +90,9 @@ def learn_page_pins(scope: Scope, learned: Learned) -> None:
     pinned: list[tuple[str, str]] = []
     for klass in consumers:
         ways = ties.of(klass)
-        if not ways or any(way.backends is None or not way.backends <= pins.keys() for way in ways):
+        # A way tied to no backend at all (guards on two roles' fields, `decode == "b"` inside the factory
+        # of "a", meet to nothing) says nothing of which backend it runs under.
+        if not ways or any(not way.backends or not way.backends <= pins.keys() for way in ways):
             continue
         backends = sorted({backend for way in ways for backend in way.backends or ()})
         pinned.append((klass, "; ".join(f"{backend}: {', '.join(pins[backend])}" for backend in backends)))

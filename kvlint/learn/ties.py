@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator, Mapping, Optional
 
 from kvlint.learn.algorithm_predicates import Predicates
-from kvlint.learn.guards import Tie, asserted_pages, dispatch_parameters, guard_tie, is_page_size
+from kvlint.learn.guards import Tie, asserted_pages, dispatch_names, guard_tie, is_page_size
 from kvlint.learn.memo import remembered
 from kvlint.learn.registries import registerings_of
 from kvlint.learn.statements import building_nothing, may_spell, statements_spelling
@@ -305,7 +305,7 @@ class _Walk:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not function:
             function = node.name
             bound = bool(owner) and not {_trailing(item) for item in node.decorator_list} & _UNBOUND
-            holders = dispatch_parameters(node, self.backends)
+            holders = dispatch_names(node, self.backends)
         if isinstance(node, (ast.If, ast.IfExp)):
             yield from self.below([node.test], tie, owner, function, bound, holders)
             for part, holds in ((node.body, True), (node.orelse, False)):
