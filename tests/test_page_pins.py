@@ -126,11 +126,11 @@ def test_a_class_a_worker_builds_under_a_local_naming_the_backend_stays_pinned(
     assert flagged(tmp_path, monkeypatch, CLAMP, **{"draft.py": lone}) == {MUSA, AITER, ASCEND}
 
 
-def test_a_build_whose_guards_name_no_backend_they_share_pins_nothing(
+def test_a_build_under_two_roles_backends_is_pinned_only_where_both_are(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Inside aiter's factory, a test of the decode backend (another role) meets aiter to nothing:
-    # kvlint cannot say which backend that build runs under.
+    # Inside aiter's factory, a test of the decode backend (another role): the build runs with aiter
+    # for one role and fa3 for the other, and only aiter's page size is clamped.
     registry = REGISTRY.replace(
         "def create_aiter(runner):\n",
         "def create_aiter(runner):\n"

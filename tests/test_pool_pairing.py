@@ -193,6 +193,16 @@ def test_ties_are_apart_by_disjoint_backends_platforms_or_page_sizes() -> None:
     assert musa.narrowed(whole) == Tie(frozenset({"fa3"}), frozenset({"musa"}), pages=frozenset({256}))
 
 
+
+def test_tests_of_two_roles_backends_narrow_to_both() -> None:
+    # `decode == "fa3"` inside aiter's factory: the run chose aiter for one role and fa3 for the other.
+    aiter, fa3 = Tie(backends=frozenset({"aiter"})), Tie(backends=frozenset({"fa3"}))
+    both = aiter.narrowed(fa3)
+    assert both == Tie(backends=frozenset({"aiter", "fa3"}))
+    assert both.apart(Tie(backends=frozenset({"ascend"}))) and not both.apart(aiter)
+    assert Tie(backends=frozenset({"aiter", "fa3"})).narrowed(fa3) == fa3
+
+
 def test_an_edit_leaving_every_answer_alone_is_not_learned_again_in_another_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,7 +39,14 @@ class Tie:
         return self.pages is not None and all(size > 1 for size in self.pages)
 
     def narrowed(self, other: Tie) -> Tie:
-        return Tie(_meet(self.backends, other.backends), _meet(self.platforms, other.platforms),
+        backends = _meet(self.backends, other.backends)
+        if not backends and self.backends and other.backends:
+            # A run chooses a backend for each role (prefill, decode, draft): tests naming no backend
+            # in common are of two roles' fields (`decode == "b"` in the factory of "a"), and the run
+            # chose one of each. Their union stands for both: apart only from what neither meets,
+            # pinned only where both are.
+            backends = self.backends | other.backends
+        return Tie(backends, _meet(self.platforms, other.platforms),
                    _meet(self.algorithms, other.algorithms), _meet(self.pages, other.pages),
                    self.asserted_at or other.asserted_at)
 

@@ -90,8 +90,7 @@ def learn_page_pins(scope: Scope, learned: Learned) -> None:
     pinned: list[tuple[str, str]] = []
     for klass in consumers:
         ways = ties.of(klass)
-        # A way tied to no backend at all (guards on two roles' fields, `decode == "b"` inside the factory
-        # of "a", meet to nothing) says nothing of which backend it runs under.
+        # A way tied to no backend (the `else` of tests naming every registered one) pins nothing.
         if not ways or any(not way.backends or not way.backends <= pins.keys() for way in ways):
             continue
         backends = sorted({backend for way in ways for backend in way.backends or ()})
