@@ -42,8 +42,9 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
     A paged KV tensor is a value that flows, inside one function, from a pool
     buffer accessor (`get_key_buffer`, `get_value_buffer`, `get_kv_buffer` and
     its tuple unpacking, `k_buffer[...]`, `v_buffer[...]`, `kv_buffer[...]`),
-    through assignments, slices and `paged_view`-family results, or a
-    parameter named like `k_cache`/`v_cache_raw` (the `kv-name-fallback`).
+    through assignments, slices and `paged_view`-family results (a nested
+    function reads its enclosing function's locals as they stand at its `def`),
+    or a parameter named like `k_cache`/`v_cache_raw` (the `kv-name-fallback`).
 
     The fact survives *tensor-keeping calls*, which return the same tensor or
     one over the same storage with the same strides: `.to(...)` and
