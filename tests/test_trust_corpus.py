@@ -43,6 +43,20 @@ def test_judged_finding_is_reported_as_judged(srt_round_trip: CorpusRoundTrip, j
         assert is_safe == judged["safe_fix"], (judged["why"], fix)
 
 
+# The rules whose every finding on the tree carries a verdict: their precision is the record's.
+WHOLLY_JUDGED = ("KV101", "KV102", "KV201", "KV202")
+
+
+def test_every_write_loc_and_layout_finding_on_the_tree_is_judged(srt_round_trip: CorpusRoundTrip) -> None:
+    judged = {(j["code"], j["path"], j["line"]) for j in JUDGED}
+    unjudged = sorted(
+        (finding["code"], finding["path"], finding["line"])
+        for finding in srt_round_trip.first.report["findings"]
+        if finding["code"] in WHOLLY_JUDGED and (finding["code"], finding["path"], finding["line"]) not in judged
+    )
+    assert unjudged == [], "read the code around each and record its verdict in tests/fixtures/judged/sglang_srt.json"
+
+
 def _from_imports(source: bytes) -> set[tuple[str, str]]:
     tree = ast.parse(source)
     return {
