@@ -14,7 +14,6 @@ from typing import Optional
 import libcst as cst
 
 from kvlint.analysis.closures import closure_reaching
-from kvlint.analysis.dataflow import function_flow
 from kvlint.api.rule import FileContext
 from kvlint.rules.layout._view_shape import ALIAS_DEPTH, Bound, unbound
 
@@ -51,7 +50,7 @@ def constant_page_size(ctx: FileContext, expr: cst.BaseExpression, function: Opt
     expr = aliased(ctx, expr, function)
     if isinstance(expr, cst.Integer):
         return int(expr.evaluated_value)
-    if not isinstance(expr, cst.Name) or (function is not None and function_flow(ctx, function).reaching(expr) is not None):
+    if not isinstance(expr, cst.Name) or (function is not None and closure_reaching(ctx, expr, function) is not None):
         return None
     return _module_constant(ctx, expr.value)
 

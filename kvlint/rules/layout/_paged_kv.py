@@ -56,7 +56,7 @@ import libcst as cst
 
 from kvlint.api.contract import DEFAULT_KV_NAME_FALLBACK, PAGED_HELPERS, Contract
 from kvlint.analysis.closures import closure_reaching
-from kvlint.analysis.dataflow import Definition, function_flow
+from kvlint.analysis.dataflow import Definition
 from kvlint.analysis.index import callee_name, module_index, trailing_name
 from kvlint.rules.layout._view_shape import Bound, is_minus_one, is_page_split, unbound
 from kvlint.rules.layout._aliases import bound_in
@@ -182,7 +182,7 @@ class PagedKV:
         return (
             isinstance(expr, cst.Name)
             and function is not None
-            and function_flow(self._ctx, function).reaching(expr) is not None
+            and closure_reaching(self._ctx, expr, function) is not None
         )
 
     def _definition(self, definition: Definition, function: cst.FunctionDef, seen: frozenset[int]) -> Optional[Layout]:

@@ -386,7 +386,7 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
                 message += no_fix_clause(ctx, tensor, origin) + by_name_only(layout, ctx.code_for(tensor))
             else:
                 fix = paged_view_fix(ctx, call, tensor)
-                unsafe = unsafe_fix_clauses(ctx, origin if layout[0] == MAYBE_SLOTS else None)
+                unsafe = unsafe_fix_clauses(ctx, origin if layout[0] == MAYBE_SLOTS else None) if fix is not None else ""
                 if fix is not None and unsafe:
                     message += unsafe
                     fix = replace(fix, applicability=Applicability.UNSAFE)
