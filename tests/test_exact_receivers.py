@@ -173,7 +173,7 @@ class Pool(Base):
     def _side(self) -> "SidePool":
         return SidePool()
 '''
-    (facts,) = class_facts(source.encode(), ("Pool",))
+    (facts,) = class_facts(source.encode(), ("Pool",), ())
     assert facts.init == ("size", "cls", "other", "named") and not facts.init_open
     builds = {build.attribute: build for build in facts.attributes}
     assert builds["held"].keywords == (("layer_num", "size"),) and not builds["held"].unknown
@@ -183,7 +183,7 @@ class Pool(Base):
     assert builds["other"].unknown
     assert not builds["empty"].unknown and not builds["empty"].exact
     # A decorated class may be built with anything.
-    (decorated,) = class_facts(("@dataclass\n" + source.lstrip()).encode(), ("Pool",))
+    (decorated,) = class_facts(("@dataclass\n" + source.lstrip()).encode(), ("Pool",), ())
     assert decorated.init_open
     assert ast.parse(source)
 

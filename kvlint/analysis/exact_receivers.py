@@ -93,18 +93,28 @@ class ExactReceivers:
             return None
         found: set[str] = set()
         for instance in self._runs_on(self.method.name):
-            builds = []
-            for owner in ancestors(instance, self.bases):
-                # A class the tree does not define (`ABC`) has no facts and builds nothing of the tree's.
-                facts = self.facts.get(owner)
-                builds += [build for build in facts.attributes if build.attribute in (attribute, "*")] if facts else []
-            if not builds:
+            classes = self.held_by(instance, attribute)
+            if classes is None:
                 return None
-            for build in builds:
-                classes = self._built(build)
-                if classes is None:
-                    return None
-                found |= classes
+            found |= classes
+        return found
+
+    def held_by(self, instance: str, attribute: str) -> Optional[set[str]]:
+        """The exact classes `<attribute>` of an instance of exactly `instance` can be: what the class
+        and its bases build it as."""
+        builds = []
+        for owner in ancestors(instance, self.bases):
+            # A class the tree does not define (`ABC`) has no facts and builds nothing of the tree's.
+            facts = self.facts.get(owner)
+            builds += [build for build in facts.attributes if build.attribute in (attribute, "*")] if facts else []
+        if not builds:
+            return None
+        found: set[str] = set()
+        for build in builds:
+            classes = self._built(build)
+            if classes is None:
+                return None
+            found |= classes
         return found
 
     def _runs_on(self, method: str) -> Iterator[str]:

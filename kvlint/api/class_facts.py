@@ -19,6 +19,21 @@ class AttributeBuild:
 
 
 @dataclass(frozen=True)
+class AccessorRead:
+    """How a method of a pool class (a buffer accessor, or a method one uses) hands over buffers: to
+    the pools its `pools` attributes hold, through the methods of its own it uses (`helpers`, as the
+    instance's class defines them), to the definitions above it of the methods it calls on
+    `super()` (`inherited`); where it names none of those, it reads the class's own attributes.
+    `unknown`: some part kvlint cannot read."""
+
+    name: str
+    pools: tuple[str, ...] = ()
+    helpers: tuple[str, ...] = ()
+    inherited: tuple[str, ...] = ()
+    unknown: bool = False
+
+
+@dataclass(frozen=True)
 class ClassFacts:
     name: str
     # The parameters its own `__init__` takes by keyword; None where it defines none.
@@ -27,3 +42,5 @@ class ClassFacts:
     init_open: bool
     methods: tuple[str, ...]
     attributes: tuple[AttributeBuild, ...]
+    # How each buffer accessor it defines reads (`kvlint.learn.accessor_reads`).
+    accessors: tuple[AccessorRead, ...] = ()

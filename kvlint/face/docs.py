@@ -6,6 +6,7 @@ import inspect
 import json
 from typing import Optional
 
+from kvlint.analysis.own_buffers import OwnBuffers
 from kvlint.api.contract import Contract
 from kvlint.running.registry import AnyRule, all_rules, rule_by_code
 from kvlint.api.types import ENGINE_CODES
@@ -83,6 +84,10 @@ def contract_table(contract: Contract) -> str:
     ]
     # Each door with why it is one: a proof is only as complete as its door set.
     lines += [f"  door {name}: {why}" for name, why in contract.door_reasons]
+    own = OwnBuffers(contract).own
+    if own:
+        # Derived, not a key: the layout rules leave these pools' buffers alone.
+        lines.append(f"own-buffer pools (gate off, no accessor handing over to a unified pool): {json.dumps(sorted(own))}")
     lines += _admission_lines(contract)
     if contract.engine_package:
         # Where the engine came from: pre-commit's environment, kvlint's or the project's may differ.

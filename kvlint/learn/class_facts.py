@@ -31,7 +31,8 @@ from dataclasses import replace
 from typing import Iterator, Optional, Union
 
 from kvlint.analysis.receivers import annotated_classes
-from kvlint.api.class_facts import AttributeBuild, ClassFacts
+from kvlint.api.class_facts import AccessorRead, AttributeBuild, ClassFacts
+from kvlint.learn.accessor_reads import accessor_reads
 from kvlint.learn.doors import called_name
 from kvlint.learn.memo import remembered
 from kvlint.learn.scope import Scope
@@ -40,15 +41,26 @@ from kvlint.learn.tree import names_spelled, parsed_tree
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
 
-def learn_class_facts(scope: Scope, names: tuple[str, ...]) -> tuple[ClassFacts, ...]:
-    """The facts of each class of `names` the tree defines (a name it does not, `ABC`, has none). A
-    name defined twice may be either: its constructor takes anything, its attributes are unknown,
-    and no method of it is taken to override one above it."""
+def learn_class_facts(scope: Scope, names: tuple[str, ...], accessors: tuple[str, ...]) -> tuple[ClassFacts, ...]:
+    """The facts of each class of `names` the tree defines (a name it does not, `ABC`, has none), with
+    how it reads each buffer accessor of `accessors` it defines, and each method of its own those are
+    read through. A name defined twice may be either: its constructor takes anything, its attributes
+    are unknown, each method reads as either definition does, and no method of it is taken to
+    override one above it."""
     found: dict[str, list[ClassFacts]] = {}
-    for facts in scope.survey(class_facts, tuple(sorted(names))).values():
+    for facts in scope.survey(class_facts, tuple(sorted(names)), accessors).values():
         for fact in facts:
             found.setdefault(fact.name, []).append(fact)
-    learned = [facts[0] if len(facts) == 1 else ClassFacts(name, None, True, (), (AttributeBuild("*", unknown=True),))
+    # Of each class's method reads, those of the accessors and of the methods they are read through.
+    reads = [read for facts in found.values() for fact in facts for read in fact.accessors]
+    needed, more = set(accessors), set(accessors)
+    while more:
+        more = {helper for read in reads if read.name in more for helper in read.helpers} - needed
+        needed |= more
+    found = {name: [replace(fact, accessors=tuple(read for read in fact.accessors if read.name in needed))
+                    for fact in facts] for name, facts in found.items()}
+    learned = [facts[0] if len(facts) == 1 else ClassFacts(name, None, True, (), (AttributeBuild("*", unknown=True),),
+                                                           _either(facts))
                for name, facts in sorted(found.items())]
     # Only an attribute some class builds as classes of the hierarchy can answer what a receiver is;
     # the contract travels with every file checked, so the others are left out, and a class's
@@ -86,16 +98,31 @@ def set_from_outside(data: bytes, attributes: tuple[str, ...]) -> tuple[str, ...
     return tuple(sorted(found))
 
 
-def class_facts(data: bytes, names: tuple[str, ...]) -> tuple[ClassFacts, ...]:
-    """The facts of each class of `names` a file defines, remembered by content."""
+def _either(definitions: list[ClassFacts]) -> tuple[AccessorRead, ...]:
+    """The reads of a class defined twice: each method as either definition may read it."""
+    reads: dict[str, list[AccessorRead]] = {}
+    for facts in definitions:
+        for read in facts.accessors:
+            reads.setdefault(read.name, []).append(read)
+    return tuple(AccessorRead(name, tuple(sorted({pool for read in both for pool in read.pools})),
+                              tuple(sorted({helper for read in both for helper in read.helpers})),
+                              tuple(sorted({name for read in both for name in read.inherited})),
+                              any(read.unknown for read in both) or len(both) < len(definitions))
+                 for name, both in sorted(reads.items()))
+
+
+def class_facts(data: bytes, names: tuple[str, ...], accessors: tuple[str, ...]) -> tuple[ClassFacts, ...]:
+    """The facts of each class of `names` a file defines, with how each method it defines hands over the
+    buffer `accessors`; remembered by content."""
     # Only the files defining one: the names (`KVCache`, `ABC`) are spelled in hundreds more.
     wanted = tuple(name for name in names_spelled(data, names) if f"class {name}".encode() in data)
     if not wanted:
         return ()
-    return tuple(remembered("class-facts", data, wanted, lambda: list(_read(data, set(wanted)))))
+    return tuple(remembered("class-facts", data, (wanted, accessors),
+                            lambda: list(_read(data, set(wanted), frozenset(accessors)))))
 
 
-def _read(data: bytes, wanted: set[str]) -> Iterator[ClassFacts]:
+def _read(data: bytes, wanted: set[str], accessors: frozenset[str]) -> Iterator[ClassFacts]:
     tree = parsed_tree(data)
     if tree is None:
         return
@@ -106,7 +133,8 @@ def _read(data: bytes, wanted: set[str]) -> Iterator[ClassFacts]:
                  or any(method.name == "__new__" for method in methods)
                  or (init is not None and init.args.kwarg is not None))
         yield ClassFacts(klass.name, _keywords(init) if init is not None else None, open_,
-                         tuple(sorted({method.name for method in methods})), tuple(_builds(methods)))
+                         tuple(sorted({method.name for method in methods})), tuple(_builds(methods)),
+                         accessor_reads(klass, accessors))
 
 
 def _classes(body: list[ast.stmt]) -> Iterator[ast.ClassDef]:

@@ -307,7 +307,7 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
     learned.values["door-reasons"] = tuple(reasons.items())
     learned.sources["door-reasons"] = "learned with write-doors"
     if mark and found:
-        _learn_door_kinds(doors, cls, str(mark), scope, learned)
+        _learn_door_kinds(doors, cls, str(mark), contract.buffer_accessors, scope, learned)
     if found:
         learned.set("write-doors", tuple(doors.items()), found[0].path, found[0].line)
         how = "what each pool does with its loc" if mark else "the set_..._kv_buffer name pattern and the pools' own writes"
@@ -317,7 +317,8 @@ def _learn_doors(contract: Contract, config: Config, scope: Scope, learned: _Lea
         learned.sources["write-doors"] = f"config {config.path}"
 
 
-def _learn_door_kinds(doors: Mapping[str, int], cls: str, mark: str, scope: Scope, learned: _Learned) -> None:
+def _learn_door_kinds(doors: Mapping[str, int], cls: str, mark: str, accessors: tuple[str, ...], scope: Scope,
+                      learned: _Learned) -> None:
     checks = forwarded_checks(scope, {name for found in scope.survey(mark_checks, cls, mark).values() for name, _ in found})
     fields: Any = learned.values.get("write-loc-fields", ())
     kinds, bases, lines = learn_door_kinds(scope, doors, cls, mark, str(learned.values.get("mark-predicate", "")), sorted(checks),
@@ -327,7 +328,7 @@ def _learn_door_kinds(doors: Mapping[str, int], cls: str, mark: str, scope: Scop
         learned.pin(path, line)
     learned.values["door-bases"] = bases
     learned.sources["door-kinds"] = learned.sources["door-bases"] = "learned with write-doors"
-    learned.values["class-facts"] = learn_class_facts(scope, tuple(klass for klass, _ in bases))
+    learned.values["class-facts"] = learn_class_facts(scope, tuple(klass for klass, _ in bases), accessors)
     learned.sources["class-facts"] = "learned with write-doors"
 
 

@@ -11,6 +11,10 @@ the file through the callers' own parameters (an attention op handing its
 class the file types returns (`k_cache, v_cache = self.kv_cache.get(bsz)`,
 where `self.kv_cache: KVCache` and `KVCache.get` returns slices of its own
 `register_buffer` caches).
+
+A buffer accessor's result is such a tensor too where its pool hands out only buffers of its own
+(`_pool_origin.OWN`): MiniMax's sparse backend asserts its pool is the sparse pool, whose dense and
+main pools it builds by size, and hands their buffers to a module helper taking `k_cache`.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from kvlint.analysis.helper_calls import argument_for
 from kvlint.analysis.index import module_index, trailing_name
 from kvlint.analysis.walk import code_children
 from kvlint.api.rule import FileContext
-from kvlint.rules.layout._pool_origin import class_of, is_self_attribute, value_classes
+from kvlint.rules.layout._pool_origin import OWN, class_of, is_self_attribute, pool_origin, value_classes
 
 ALLOCATORS = frozenset({"zeros", "empty", "ones", "full", "randn", "rand", "zeros_like", "empty_like", "Parameter"})
 _DEPTH = 6
@@ -65,7 +69,7 @@ def allocated(ctx: FileContext, expr: cst.BaseExpression, function: Optional[cst
     if depth > _DEPTH:
         return False
     if isinstance(expr, cst.Call):
-        return trailing_name(expr.func) in ALLOCATORS
+        return trailing_name(expr.func) in ALLOCATORS or _own_pool_buffer(ctx, expr, function)
     if isinstance(expr, cst.Subscript):
         return allocated(ctx, expr.value, function, depth + 1, asked)
     if isinstance(expr, cst.Name) and function is not None:
@@ -79,6 +83,13 @@ def allocated(ctx: FileContext, expr: cst.BaseExpression, function: Optional[cst
     return False
 
 
+def _own_pool_buffer(ctx: FileContext, call: cst.Call, function: Optional[cst.FunctionDef]) -> bool:
+    """`pool.get_kv_buffer(i)` where `pool` hands out only buffers of its own."""
+    func = call.func
+    return (isinstance(func, cst.Attribute) and func.attr.value in ctx.contract.buffer_accessors
+            and pool_origin(ctx, func.value, function).verdict == OWN)
+
+
 def _defined_by_allocation(ctx: FileContext, definition: Definition, function: cst.FunctionDef, depth: int,
                            asked: _Asked) -> bool:
     if definition.kind in ("assign", "walrus") and definition.value is not None:
@@ -86,7 +97,8 @@ def _defined_by_allocation(ctx: FileContext, definition: Definition, function: c
     if definition.kind == "param":
         return fed_own_allocations(ctx, function, definition.target.value, asked)
     if definition.kind == "unpack" and isinstance(definition.source, cst.Call) and definition.unpack_index is not None:
-        return _returns_allocations(ctx, definition.source, function, definition.unpack_index, depth, asked)
+        return _own_pool_buffer(ctx, definition.source, function) or _returns_allocations(
+            ctx, definition.source, function, definition.unpack_index, depth, asked)
     return False
 
 

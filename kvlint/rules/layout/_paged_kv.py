@@ -37,8 +37,9 @@ where the code states it. A buffer accessor's per-layer form is `(slots, row)`
 (`(slots, H, D)` or `(slots, D)`) where every pool its receiver may be
 allocates slot-major buffers; where the receiver is a page-split pool
 (`(pages, page_size, ...)`, `_pool_origin`), or the method's class meets no
-other (`page-split-only`), the buffer is that pool's own contiguous
-allocation, which no layout rule concerns: it is not tracked; where it may be either (its class unknown while the tree has page-split pools,
+other (`page-split-only`), or where every pool it may be hands out only
+buffers of its own, never views of the unified buffer (`kvlint.analysis.own_buffers`), the buffer
+is that pool's own contiguous allocation, which no layout rule concerns: it is not tracked; where it may be either (its class unknown while the tree has page-split pools,
 or typed as a base of one) dim 0 is `MAYBE_SLOTS`: slots if the pool is the
 slot-major kind, which no rule relies on but KV201's fix, offered as unsafe.
 The paged helpers give `(pages, in-page, ...)`;
@@ -212,7 +213,8 @@ class PagedKV:
 
     def _buffer_layout(self, receiver: Optional[cst.BaseExpression], function: Optional[cst.FunctionDef]) -> Optional[Layout]:
         """A per-layer buffer's layout, by the pools `receiver` (None: not in this file) may be; None where
-        each allocates page-split buffers: that is the pool's own contiguous allocation, never a strided view."""
+        each allocates page-split buffers, or hands out only buffers of its own (never a view of the unified
+        buffer): that is the pool's own contiguous allocation, never a strided view."""
         verdict = pool_origin(self._ctx, receiver, function).verdict
         if verdict == STRIDED:
             return ACCESSOR_LAYOUT

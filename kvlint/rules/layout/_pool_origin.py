@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from kvlint.analysis.closures import closure_reaching
+from kvlint.analysis.own_buffers import OwnBuffers
 from kvlint.analysis.index import module_index, trailing_name
 from kvlint.analysis.walk import code_children
 from kvlint.api.rule import FileContext
@@ -35,6 +36,8 @@ from kvlint.api.rule import FileContext
 STRIDED = "slots"
 PAGE_SPLIT = "pages"
 EITHER = "either"
+# A pool handing out only buffers of its own, never views of the unified buffer (`kvlint.analysis.own_buffers`).
+OWN = "own"
 # Annotations that name no class: the value may be anything.
 _UNTYPED = frozenset({"Any", "object"})
 _DEPTH = 6
@@ -77,6 +80,8 @@ def pool_origin(ctx: FileContext, receiver: Optional[cst.BaseExpression], functi
     if classes is None:
         verdict = (PAGE_SPLIT if owner in contract.page_split_only else EITHER) if met else STRIDED
         return PoolOrigin(shown, None, verdict, tuple(sorted(met)))
+    if own_buffers(ctx).of(classes):
+        return PoolOrigin(shown, classes, OWN, ())
     kinds: set[str] = set()
     for name, exact in classes:
         if name in split_pools:
@@ -90,12 +95,20 @@ def pool_origin(ctx: FileContext, receiver: Optional[cst.BaseExpression], functi
     return PoolOrigin(shown, classes, verdict, split)
 
 
+def own_buffers(ctx: FileContext) -> OwnBuffers:
+    return ctx.analysis("own-buffers", lambda: OwnBuffers(ctx.contract))
+
+
 def _classes(
     ctx: FileContext, expr: cst.BaseExpression, function: Optional[cst.FunctionDef], depth: int
 ) -> Optional[Typed]:
     """The classes `expr` may be an instance of, by what this file states; None where it does not."""
     if depth > _DEPTH:
         return None
+    if function is not None and not isinstance(expr, cst.Name):
+        asserted = _asserted(ctx, expr, function)
+        if asserted is not None:
+            return asserted
     if isinstance(expr, cst.Call):
         name = trailing_name(expr.func)
         return frozenset({(name, True)}) if name is not None and name[:1].isupper() else None
@@ -122,6 +135,42 @@ def _classes(
         klass = class_of(ctx, function) if function is not None else None
         return _attribute_classes(ctx, klass, expr.attr.value, depth) if klass is not None else None
     return None
+
+
+def _asserted(ctx: FileContext, expr: cst.BaseExpression, function: cst.FunctionDef) -> Optional[Typed]:
+    """The classes an `assert isinstance(<expr>, C)` (or `(C, D)`) among `function`'s statements, before
+    the one holding `expr`, states: `self.kv_pool = runner.token_to_kv_pool` after asserting that it is a
+    `MiniMaxSparseKVPool`, which it then is, or a subclass."""
+    asserts = ctx.analysis(("isinstance-asserts", id(function)), lambda: _isinstance_asserts(ctx, function))
+    stated = asserts.get(ctx.code_for(expr)) if asserts else None
+    if stated is None:
+        return None
+    typed, at = stated
+    for statement in function.body.body[: at + 1]:
+        stack: list[cst.CSTNode] = [statement]
+        while stack:
+            node = stack.pop()
+            if node is expr:
+                return None
+            stack.extend(code_children(node))
+    return typed
+
+
+def _isinstance_asserts(ctx: FileContext, function: cst.FunctionDef) -> dict[str, tuple[Typed, int]]:
+    """The value each first `assert isinstance(value, C)` of `function`'s own statements tests, with the
+    classes and the statement's index."""
+    found: dict[str, tuple[Typed, int]] = {}
+    for at, statement in enumerate(function.body.body):
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            test = small.test if isinstance(small, cst.Assert) else None
+            if not (isinstance(test, cst.Call) and trailing_name(test.func) == "isinstance" and len(test.args) == 2):
+                continue
+            kinds = test.args[1].value
+            parts = [element.value for element in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+            names = {trailing_name(part) for part in parts}
+            if None not in names:
+                found.setdefault(ctx.code_for(test.args[0].value), (frozenset((str(name), False) for name in names), at))
+    return found
 
 
 def annotated(annotation: cst.BaseExpression) -> Optional[Typed]:

@@ -118,9 +118,12 @@ class StrideSilentView(MayHoldLayoutFinding, Rule):
     each pool class allocates: `torch.zeros((layers, pages, page_size, 1, D))`
     is page-split, `(size + page_size, H, D)` is not), and the receiver's class
     by what the file states (a constructor call, an annotation, an attribute
-    assigned one), never by a folder. A buffer of a page-split pool, or of an
-    unknown pool in a backend class that meets no other (`page-split-only`), is
-    that pool's own contiguous allocation: no finding. A parameter named like a
+    assigned one, an `assert isinstance(...)`), never by a folder. A buffer of a
+    page-split pool, or of an unknown pool in a backend class that meets no other
+    (`page-split-only`), is that pool's own contiguous allocation: no finding. So
+    is, in a tree with the unified pool's gate, a buffer of a pool whose gate is
+    off and whose accessors read its own buffers or those of sub-pools that do
+    (built by size from a handed class: never a unified pool). A parameter named like a
     cache may already be `(pages, page_size, H, D)`: the helpers would assert or
     return a wrong shape, so the finding has no fix and its message says what
     kvlint could not know. Where the receiver's

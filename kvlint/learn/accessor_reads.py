@@ -1,0 +1,123 @@
+"""How a pool class's buffer accessors take their tensor, read from the class's code.
+
+A pool's accessor either reads the pool's own attributes (`return self.k_buffer[layer_id -
+self.start_layer]`) or hands the question to a pool it holds:
+
+    def _pool_for(self, layer_id):
+        return self.dense_pool if layer_id in self._dense_layer_ids else self.main_pool
+
+    def get_kv_buffer(self, layer_id):
+        return self._pool_for(layer_id).get_kv_buffer(layer_id)
+
+Every use of an accessor name on a receiver other than `self` is such a hand-over; its receiver
+must be a `self.<attribute>`, one of the class's methods returning only those, or a local bound
+only to those, else the read is unknown. A method of its own whose result it uses
+(`return self._get_key_buffer(layer_id)`) is read too, as each class defining it does: which
+definition runs is the instance's class's to say (`kvlint.analysis.own_buffers`); so is an accessor
+it calls on `super()`. One whose result it drops (`self._wait_for_layer(layer_id)`) cannot hand a
+tensor over.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator, Optional, Union
+
+from kvlint.api.class_facts import AccessorRead
+
+_Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+_DEPTH = 3
+
+
+def accessor_reads(klass: ast.ClassDef, accessors: frozenset[str]) -> tuple[AccessorRead, ...]:
+    """How each method `klass` defines hands over the `accessors` (which of them matter is for the
+    whole tree to say: the accessors, and the methods those are read through)."""
+    defined = {item.name: item for item in klass.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return tuple(_Reader(defined, accessors).read(name) for name in sorted(defined))
+
+
+class _Reader:
+    def __init__(self, methods: dict[str, _Function], accessors: frozenset[str]) -> None:
+        self.methods, self.accessors = methods, accessors
+
+    def read(self, name: str) -> AccessorRead:
+        method = self.methods[name]
+        pools: set[str] = set()
+        helpers: set[str] = set()
+        inherited: set[str] = set()
+        unknown = False
+        dropped = {id(statement.value) for statement in _own_nodes(method) if isinstance(statement, ast.Expr)}
+        for node in _own_nodes(method):
+            if isinstance(node, ast.Attribute) and node.attr in self.accessors and _is_super(node.value):
+                inherited.add(node.attr)
+            elif isinstance(node, ast.Attribute) and node.attr in self.accessors and not _is_self(node.value):
+                held = self._held(node.value, method, 0)
+                unknown = unknown or held is None
+                pools |= held or set()
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_self(node.func.value)
+                  and node.func.attr not in self.accessors and id(node) not in dropped):
+                # Which definition runs depends on the instance's class: resolved there, by name.
+                helpers.add(node.func.attr)
+        return AccessorRead(name, tuple(sorted(pools)), tuple(sorted(helpers)), tuple(sorted(inherited)), unknown)
+
+    def _held(self, receiver: ast.expr, method: _Function, depth: int) -> Optional[set[str]]:
+        """The `self.<attribute>`s `receiver` may be, inside `method`; None where it may be anything else."""
+        if depth > _DEPTH:
+            return None
+        if isinstance(receiver, ast.Attribute) and _is_self(receiver.value):
+            return {receiver.attr}
+        if isinstance(receiver, ast.IfExp):
+            one, other = self._held(receiver.body, method, depth + 1), self._held(receiver.orelse, method, depth + 1)
+            return None if one is None or other is None else one | other
+        if (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and _is_self(receiver.func.value)
+                and receiver.func.attr in self.methods):
+            helper = self.methods[receiver.func.attr]
+            returns = [node.value for node in _own_nodes(helper) if isinstance(node, ast.Return)]
+            return self._all_held(returns, helper, depth)
+        if isinstance(receiver, ast.Name):
+            values = _bound_values(method, receiver.id)
+            return self._all_held(values, method, depth) if values is not None else None
+        return None
+
+    def _all_held(self, values: list[Optional[ast.expr]], method: _Function, depth: int) -> Optional[set[str]]:
+        found: set[str] = set()
+        for value in values:
+            held = self._held(value, method, depth + 1) if value is not None else None
+            if held is None:
+                return None
+            found |= held
+        return found if values else None
+
+
+def _bound_values(method: _Function, name: str) -> Optional[list[Optional[ast.expr]]]:
+    """The values `name` is assigned in `method`; None where it is bound any other way (a parameter,
+    an unpacking, a loop)."""
+    args = method.args
+    if name in {arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
+        return None
+    stores = sum(isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load)
+                 for node in _own_nodes(method))
+    values: list[Optional[ast.expr]] = [
+        node.value for node in _own_nodes(method)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id == name
+    ]
+    return values if len(values) == stores else None
+
+
+def _own_nodes(function: _Function) -> Iterator[ast.AST]:
+    """The nodes of `function`'s body, not those of functions, lambdas or classes inside it."""
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        yield node
+        pending.extend(child for child in ast.iter_child_nodes(node)
+                       if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)))
+
+
+def _is_super(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
