@@ -148,6 +148,11 @@ DIRECT_VIEW = ("KV201", 16)
                                 "class UnifiedSparsePool(SparsePool):\n    requires_physical_write_loc = True\n")]},
     # Which pool `_pool_for` returns is not read.
     {"engine/sparse_pool.py": [("        return self.main_pool\n", "        return self.pools[layer_id]\n")]},
+    # A subclass of the asserted class names its pools its own way.
+    {"engine/sparse_pool.py": [("        self.main_pool.set_kv_buffer(layer, loc, k, v)\n",
+                                "        self.main_pool.set_kv_buffer(layer, loc, k, v)\n\n\n"
+                                "class ShardedSparsePool(SparsePool):\n    def _pool_for(self, layer_id):\n"
+                                "        return self.pools[layer_id]\n")]},
     # A pool the handed class may be reads its keys, through the helper it redefines, from a pool it
     # was handed: that may be anything.
     {"engine/pools.py": [("class UnifiedMHAPool(MHAPool):",
@@ -158,7 +163,8 @@ DIRECT_VIEW = ("KV201", 16)
                          ("    requires_physical_write_loc = True\n", ""),
                          ("if self.requires_physical_write_loc and not write_loc_is_physical(loc_info)",
                           "if not write_loc_is_physical(loc_info)")]},
-], ids=["no-assert", "unified-sub-pool", "unified-by-size", "gated-subclass", "unread-pool-for", "redefined-helper",
+], ids=["no-assert", "unified-sub-pool", "unified-by-size", "gated-subclass", "unread-pool-for", "redefined-pool-for",
+        "redefined-helper",
         "no-gate"])
 def test_each_way_a_unified_buffer_may_come_in_brings_the_findings_back(
     in_tmp: Path, edits: dict[str, list[tuple[str, str]]]
@@ -189,7 +195,7 @@ def test_accessor_reads_name_the_pools_helpers_and_inherited_definitions() -> No
     )
     # `_wait_for_layer`'s result is dropped; `_pool_for`'s is read in the class and used.
     assert reads(source, "SparsePool", {"get_kv_buffer"}) == (
-        AccessorRead("get_kv_buffer", pools=("main_pool",), helpers=("_pool_for",)),)
+        AccessorRead("get_kv_buffer", pools=("main_pool",), helpers=("_pool_for",), through=("_pool_for",)),)
     assert reads(source, "Interleaved", {"get_key_buffer", "get_kv_buffer", "k_buffer"}) == (
         AccessorRead("get_key_buffer", helpers=("_slot_for",), inherited=("get_key_buffer",)),
         AccessorRead("get_kv_buffer", pools=("full", "swa")),

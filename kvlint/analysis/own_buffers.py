@@ -72,6 +72,9 @@ class OwnBuffers:
             if (position, method) in running:
                 return True  # a method using itself again hands over nothing new
             running = running | {(position, method)}
+            # The pools were named by this class's own methods: one defined again below reads otherwise.
+            if any(self._definer(order, helper) != position for helper in read.through):
+                return False
             for attribute in read.pools:
                 held = self.receivers.held_by(klass, attribute)
                 if held is None or not all(pool in own for pool in held if self._is_pool(pool)):
@@ -80,6 +83,11 @@ class OwnBuffers:
             return all(self._runs_within(klass, order, 0, helper, own, running) for helper in read.helpers) and all(
                 self._runs_within(klass, order, position + 1, name, own, running) is not False for name in read.inherited)
         return None
+
+    def _definer(self, order: list[str], method: str) -> Optional[int]:
+        """Where in `order` the first class with a read of `method` is."""
+        return next((position for position, owner in enumerate(order) if owner in self.facts
+                     and any(read.name == method for read in self.facts[owner].accessors)), None)
 
     def _is_pool(self, klass: str) -> bool:
         """A class some accessor call could reach: a pool class, or one defining an accessor."""

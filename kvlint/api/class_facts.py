@@ -24,12 +24,14 @@ class AccessorRead:
     the pools its `pools` attributes hold, through the methods of its own it uses (`helpers`, as the
     instance's class defines them), to the definitions above it of the methods it calls on
     `super()` (`inherited`); where it names none of those, it reads the class's own attributes.
-    `unknown`: some part kvlint cannot read."""
+    `through`: the methods of its class whose returns named the pools (as this class defines them,
+    so a subclass defining one again may hold others). `unknown`: some part kvlint cannot read."""
 
     name: str
     pools: tuple[str, ...] = ()
     helpers: tuple[str, ...] = ()
     inherited: tuple[str, ...] = ()
+    through: tuple[str, ...] = ()
     unknown: bool = False
 
 

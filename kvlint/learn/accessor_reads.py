@@ -39,9 +39,12 @@ def accessor_reads(klass: ast.ClassDef, accessors: frozenset[str]) -> tuple[Acce
 class _Reader:
     def __init__(self, methods: dict[str, _Function], accessors: frozenset[str]) -> None:
         self.methods, self.accessors = methods, accessors
+        # The methods of the class whose returns named the pools of the read under way.
+        self.through: set[str] = set()
 
     def read(self, name: str) -> AccessorRead:
         method = self.methods[name]
+        self.through = set()
         pools: set[str] = set()
         helpers: set[str] = set()
         inherited: set[str] = set()
@@ -58,7 +61,8 @@ class _Reader:
                   and node.func.attr not in self.accessors and id(node) not in dropped):
                 # Which definition runs depends on the instance's class: resolved there, by name.
                 helpers.add(node.func.attr)
-        return AccessorRead(name, tuple(sorted(pools)), tuple(sorted(helpers)), tuple(sorted(inherited)), unknown)
+        return AccessorRead(name, tuple(sorted(pools)), tuple(sorted(helpers)), tuple(sorted(inherited)),
+                            tuple(sorted(self.through)), unknown)
 
     def _held(self, receiver: ast.expr, method: _Function, depth: int) -> Optional[set[str]]:
         """The `self.<attribute>`s `receiver` may be, inside `method`; None where it may be anything else."""
@@ -72,6 +76,7 @@ class _Reader:
         if (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and _is_self(receiver.func.value)
                 and receiver.func.attr in self.methods):
             helper = self.methods[receiver.func.attr]
+            self.through.add(helper.name)
             returns = [node.value for node in _own_nodes(helper) if isinstance(node, ast.Return)]
             return self._all_held(returns, helper, depth)
         if isinstance(receiver, ast.Name):

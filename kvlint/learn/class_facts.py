@@ -55,7 +55,7 @@ def learn_class_facts(scope: Scope, names: tuple[str, ...], accessors: tuple[str
     reads = [read for facts in found.values() for fact in facts for read in fact.accessors]
     needed, more = set(accessors), set(accessors)
     while more:
-        more = {helper for read in reads if read.name in more for helper in read.helpers} - needed
+        more = {helper for read in reads if read.name in more for helper in (*read.helpers, *read.through)} - needed
         needed |= more
     found = {name: [replace(fact, accessors=tuple(read for read in fact.accessors if read.name in needed))
                     for fact in facts] for name, facts in found.items()}
@@ -107,6 +107,7 @@ def _either(definitions: list[ClassFacts]) -> tuple[AccessorRead, ...]:
     return tuple(AccessorRead(name, tuple(sorted({pool for read in both for pool in read.pools})),
                               tuple(sorted({helper for read in both for helper in read.helpers})),
                               tuple(sorted({name for read in both for name in read.inherited})),
+                              tuple(sorted({name for read in both for name in read.through})),
                               any(read.unknown for read in both) or len(both) < len(definitions))
                  for name, both in sorted(reads.items()))
 
