@@ -211,3 +211,29 @@ def test_kvlint_contract_names_the_pools_handing_out_own_buffers(in_tmp: Path) -
     result = CliRunner().invoke(main, ["contract", "--no-cache", "."], catch_exceptions=False)
     [line] = [line for line in result.stdout.splitlines() if line.startswith("own-buffer pools")]
     assert json.loads(line.split(": ", 1)[1]) == ["KVCache", "MHAPool", "SparsePool"]
+
+
+class _Composite:
+    """MiniMax's sparse pool, reduced: `get_kv_buffer` hands over to the pool it built."""
+
+    def __init__(self, main_pool: object) -> None:
+        self.main_pool = main_pool
+
+    def get_kv_buffer(self, layer_id: int) -> tuple:
+        return self.main_pool.get_kv_buffer(layer_id)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("page_size", [1, 16, 256])
+def test_at_run_time_a_held_contiguous_pools_view_is_what_the_paged_helpers_give(page_size: int) -> None:
+    torch = pytest.importorskip("torch")
+    from runtime_shim import ContiguousMHAPool, TokenMajorMHAPool, paged_kv_view
+
+    geometry = dict(num_slots=1024, page_size=page_size, layer_num=4, k_heads=4, k_dim=128, v_heads=4, v_dim=128,
+                    dtype=torch.float16, device="cpu")
+    k_cache, _ = _Composite(ContiguousMHAPool(**geometry)).get_kv_buffer(1)
+    viewed, helped = k_cache.view(-1, page_size, 4, 128), paged_kv_view(k_cache, page_size, 4, 128)
+    assert (viewed.shape, viewed.stride(), viewed.data_ptr()) == (helped.shape, helped.stride(), helped.data_ptr())
+    # Held token-major, the same `.view` at page size 1 gives the row stride where the slot stride belongs.
+    k_cache, _ = _Composite(TokenMajorMHAPool(**geometry)).get_kv_buffer(1)
+    viewed, helped = k_cache.view(-1, page_size, 4, 128), paged_kv_view(k_cache, page_size, 4, 128)
+    assert (viewed.stride(1) == helped.stride(1)) == (page_size > 1)
