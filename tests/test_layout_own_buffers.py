@@ -117,3 +117,32 @@ def test_a_cache_whose_origin_is_not_shown_all_the_way_keeps_the_name_fallback(
     assert [(finding.code, finding.line) for finding in found] == [("KV202", 6)] * len(named)
     assert all(f"`{name}[:, :end]` is taken for paged KV by its name alone" in finding.message
                for name, finding in zip(named, found))
+
+
+# A pool building its per-layer buffers with `setattr` from a table of names (TokenSpeed's pools):
+# it never assigns `self.k_buffer = ...`, but indexes it in its own methods.
+SETATTR_POOL = (
+    "import torch\n\n\n"
+    "class MHAPool:\n"
+    "    planes = {'k': 'k_buffer', 'v': 'v_buffer'}\n\n"
+    "    def __init__(self, size, layers):\n"
+    "        for name, attribute in self.planes.items():\n"
+    "            setattr(self, attribute, [torch.zeros(size, 8, 128) for _ in range(layers)])\n\n"
+    "    def _rows(self, buf, heads):\n"
+    "        return buf.reshape(-1, heads, 128)\n\n"
+    "    def get_key_buffer(self, layer_id):\n"
+    "        return self._rows(self.k_buffer[layer_id], 8)\n"
+)
+SETATTR_BACKEND = (
+    "def attend(pool, layer):\n"
+    "    return pool.get_key_buffer(layer.layer_id).reshape(-1, 4, 256)\n"
+)
+
+
+def test_a_pool_building_its_buffers_by_setattr_owns_them_in_its_own_methods(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = check(tmp_path, monkeypatch, {"eng/kv_cache/mha.py": SETATTR_POOL, "eng/backends/mha.py": SETATTR_BACKEND})
+    # The pool's own regroup of its own buffer is its business; a backend's regroup of what it hands out is not.
+    assert [(f.path.rsplit("/", 1)[-1], f.code, f.line) for f in found] == [("mha.py", "KV202", 2)]
+    assert found[0].path.endswith("backends/mha.py")

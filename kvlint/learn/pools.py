@@ -1,7 +1,8 @@
 """Pool classes, host caches, and which pools allocate page-split buffers, learned from the tree.
 
-A *pool class* assigns a buffer attribute (`self.k_buffer = ...`); with its
-subclasses it is `pool-classes`. A pool is *page-split* when one of its buffer
+A *pool class* assigns a buffer attribute (`self.k_buffer = ...`) or indexes
+one of its own (`self.k_buffer[layer_id]`: a pool that builds its buffers with
+`setattr` from a table of names); with its subclasses it is `pool-classes`. A pool is *page-split* when one of its buffer
 assignments allocates `(pages, page_size, ...)`: a page-size dim right after a
 page count (`size // page_size + 1`, `num_pages`, `num_blocks`), per layer or
 after a leading layer dim (`torch.zeros((layers, pages, page_size, 1, D))`),
@@ -37,6 +38,7 @@ from kvlint.api.hierarchy import subclasses, superclasses
 from kvlint.learn.tree import Learned, class_bases, parsed_tree
 
 _BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*=")
+_BUFFER_INDEX = re.compile(rb"self\.(\w+)\[")
 _ALLOCATORS = frozenset({"zeros", "empty", "ones", "full", "randn"})
 
 
@@ -96,15 +98,16 @@ def buffer_assignments(data: bytes, attributes: tuple[str, ...]) -> tuple[Buffer
     """What `_buffer_assignments_of` reads of a file assigning a buffer attribute, remembered by its content."""
     if not any(f"self.{name}".encode() in data for name in attributes):
         return ()
-    if not any(m.group(1).decode() in attributes for m in _BUFFER_ASSIGN.finditer(data)):
+    if not any(m.group(1).decode() in attributes for pattern in (_BUFFER_ASSIGN, _BUFFER_INDEX)
+               for m in pattern.finditer(data)):
         return ()
     return tuple(remembered("pool-buffers", data, attributes, partial(_buffer_assignments_of, data, set(attributes))))
 
 
 def _buffer_assignments_of(data: bytes, attributes: set[str]) -> list[BufferAssignment]:
-    """Each `self.<buffer> = ...` of a file."""
-    lines = {data.count(b"\n", 0, match.start()) + 1 for match in _BUFFER_ASSIGN.finditer(data)
-             if match.group(1).decode() in attributes}
+    """Each `self.<buffer> = ...` of a file, and the first `self.<buffer>[...]` of each class that
+    indexes a buffer it never assigns."""
+    lines = _lines(data, _BUFFER_ASSIGN, attributes)
     tree = parsed_tree(data)
     if tree is None:
         return []
@@ -116,14 +119,34 @@ def _buffer_assignments_of(data: bytes, attributes: set[str]) -> list[BufferAssi
         )
         host = value is not None and _pinned_host(value, klass)
         found.append(BufferAssignment(klass.name, page_split, klass.lineno, node.lineno, host))
+    assigned = {assignment.klass for assignment in found}
+    for klass, index in _buffer_indexes(tree, _lines(data, _BUFFER_INDEX, attributes), attributes):
+        if klass.name not in assigned:
+            assigned.add(klass.name)
+            found.append(BufferAssignment(klass.name, False, klass.lineno, index.lineno))
     return found
+
+
+def _lines(data: bytes, pattern: re.Pattern[bytes], attributes: set[str]) -> set[int]:
+    return {data.count(b"\n", 0, match.start()) + 1 for match in pattern.finditer(data)
+            if match.group(1).decode() in attributes}
 
 
 def _buffer_assignments(
     tree: ast.Module, lines: set[int], attributes: set[str]
 ) -> Iterator[tuple[ast.ClassDef, ast.Assign | ast.AnnAssign]]:
-    """`self.<buffer> = ...` statements on `lines`, with their class; only the methods spanning
-    one of those lines are walked (a pool file is long, its allocations few)."""
+    """`self.<buffer> = ...` statements on `lines`, with their class."""
+    for klass, statement in _class_statements(tree, lines):
+        for node in ast.walk(statement):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.lineno in lines:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(_self_attribute(target) in attributes for target in targets):
+                    yield klass, node
+
+
+def _class_statements(tree: ast.Module, lines: set[int]) -> Iterator[tuple[ast.ClassDef, ast.stmt]]:
+    """Each statement of a class body spanning one of `lines`, with its class: only those are walked
+    (a pool file is long, its allocations few)."""
     pending: list[ast.AST] = list(tree.body)
     while pending:
         klass = pending.pop()
@@ -134,13 +157,17 @@ def _buffer_assignments(
                 pending.append(stmt)
                 continue
             end = getattr(stmt, "end_lineno", stmt.lineno) or stmt.lineno
-            if not any(stmt.lineno <= line <= end for line in lines):
-                continue
-            for node in ast.walk(stmt):
-                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.lineno in lines:
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    if any(_self_attribute(target) in attributes for target in targets):
-                        yield klass, node
+            if any(stmt.lineno <= line <= end for line in lines):
+                yield klass, stmt
+
+
+def _buffer_indexes(tree: ast.Module, lines: set[int], attributes: set[str]) -> Iterator[tuple[ast.ClassDef, ast.Subscript]]:
+    """`self.<buffer>[...]` reads on `lines`, with their class."""
+    for klass, statement in _class_statements(tree, lines):
+        for node in ast.walk(statement):
+            if (isinstance(node, ast.Subscript) and node.lineno in lines and isinstance(node.ctx, ast.Load)
+                    and _self_attribute(node.value) in attributes):
+                yield klass, node
 
 
 def _pinned_host(value: ast.expr, klass: ast.ClassDef) -> bool:
