@@ -9,6 +9,7 @@ import pytest
 
 from kvlint.api.config import load_config
 from kvlint.api.types import Finding
+from kvlint.learn.contract import learn_contract
 from kvlint.running.engine import RunOptions, run
 
 MODEL = (
@@ -146,3 +147,10 @@ def test_a_pool_building_its_buffers_by_setattr_owns_them_in_its_own_methods(
     # The pool's own regroup of its own buffer is its business; a backend's regroup of what it hands out is not.
     assert [(f.path.rsplit("/", 1)[-1], f.code, f.line) for f in found] == [("mha.py", "KV202", 2)]
     assert found[0].path.endswith("backends/mha.py")
+
+
+def test_an_annotated_buffer_assignment_makes_a_pool_class(tmp_path: Path) -> None:
+    source = "import torch\n\nclass ArrayPool:\n    def __init__(self, n):\n        self.k_buffer: list = [torch.zeros(n, 8)]\n"
+    path = tmp_path / "pool.py"
+    path.write_text(source)
+    assert learn_contract(load_config(start=tmp_path), {path: source.encode()}).pool_classes == ("ArrayPool",)

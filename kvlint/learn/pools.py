@@ -37,7 +37,8 @@ from kvlint.learn.scope import Scope
 from kvlint.api.hierarchy import subclasses, superclasses
 from kvlint.learn.tree import Learned, class_bases, parsed_tree
 
-_BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*=")
+# `self.k_buffer = ...`, or annotated: `self.k_buffer: list[mx.array] = [...]`.
+_BUFFER_ASSIGN = re.compile(rb"self\.(\w+)[ \t]*(?::[^=\n]+)?=(?!=)")
 _BUFFER_INDEX = re.compile(rb"self\.(\w+)\[")
 _ALLOCATORS = frozenset({"zeros", "empty", "ones", "full", "randn"})
 
