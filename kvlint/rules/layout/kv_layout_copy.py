@@ -78,8 +78,11 @@ class KvLayoutCopy(MayHoldLayoutFinding, Rule):
     its subclasses, by class hierarchy across the tree, `host-cache-classes`)
     and, inside a pool class's own methods, `self.k_buffer[...]` /
     `self.get_key_buffer(...)`: the pool's own allocation (`pool-classes`,
-    learned as the classes that assign a buffer attribute, and their
-    subclasses).
+    learned as the classes that assign or index a buffer attribute of their
+    own, and their subclasses); and, in a tree with the unified pool's gate,
+    a buffer of a pool whose gate is off and whose accessors read its own
+    buffers or those of sub-pools that do (a receiver typed as such a class:
+    a constructor, an annotation, an `assert isinstance(...)`).
 
     ## Why is this bad?
     On a contiguous per-layer buffer these calls return a view, so code that
