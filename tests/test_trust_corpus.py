@@ -44,7 +44,7 @@ def test_judged_finding_is_reported_as_judged(srt_round_trip: CorpusRoundTrip, j
 
 
 # The rules whose every finding on the tree carries a verdict: their precision is the record's.
-WHOLLY_JUDGED = ("KV101", "KV102", "KV201", "KV202")
+WHOLLY_JUDGED = ("KV101", "KV102", "KV201", "KV202", "KV301")
 
 
 def test_every_write_loc_and_layout_finding_on_the_tree_is_judged(srt_round_trip: CorpusRoundTrip) -> None:
