@@ -200,3 +200,26 @@ def test_a_view_past_a_test_for_an_instance_of_a_pinned_class_runs_on_whole_page
     found = flagged(tmp_path, monkeypatch, CLAMP, **{"backends.py": wrapper})
     # Past `isinstance(..., AiterBackend)` (an `if` or an `assert`) aiter runs: pages of 64. MusaBackend is not pinned.
     assert found == {MUSA, ASCEND, views[1]}
+
+
+# Another subsystem of the tree (sglang's multimodal_gen) with a backend class of the same name as the
+# engine's, which it builds with no backend test around it.
+DIFFUSION_BACKENDS = "class AiterBackend:\n    @classmethod\n    def supported(cls):\n        return [64]\n"
+DIFFUSION_PLATFORM = (
+    "def backend_class_for(device):\n"
+    "    from eng.diffusion.backends import AiterBackend\n"
+    "    return AiterBackend.supported()\n"
+)
+
+
+def test_a_same_named_class_of_another_subsystem_does_not_speak_for_the_engines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    subsystem = {"diffusion/backends.py": DIFFUSION_BACKENDS, "diffusion/platform.py": DIFFUSION_PLATFORM}
+    assert flagged(tmp_path, monkeypatch, CLAMP, **subsystem) == {MUSA, ASCEND}
+    # Relative, the import names the same file.
+    relative = DIFFUSION_PLATFORM.replace("from eng.diffusion.backends import", "from .backends import")
+    assert flagged(tmp_path, monkeypatch, CLAMP, **{**subsystem, "diffusion/platform.py": relative}) == {MUSA, ASCEND}
+    # Where that code builds the engine's own class, the class is built untied again.
+    engines = DIFFUSION_PLATFORM.replace("eng.diffusion.backends", "eng.backends")
+    assert flagged(tmp_path, monkeypatch, CLAMP, **{**subsystem, "diffusion/platform.py": engines}) == {MUSA, AITER, ASCEND}

@@ -142,6 +142,25 @@ def test_a_refused_backend_built_another_way_too_is_unknown_naming_that_way(tmp_
     assert "draft.py:6 (in AiterDraft.__init__)" in str(aiter["reach_reason"])
 
 
+def test_a_same_named_class_of_another_subsystem_is_neither_latent_nor_an_escape(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    # A diffusion subsystem with an `AiterBackend` of its own, built where no gate is.
+    (engine / "diffusion").mkdir()
+    (engine / "diffusion" / "backends.py").write_text("class AiterBackend:\n    pass\n")
+    (engine / "diffusion" / "platform.py").write_text(
+        "def build():\n    from diffusion.backends import AiterBackend\n\n    return AiterBackend()\n")
+    # The engine's class is latent, but a finding's reach goes by its class's name, which both carry.
+    aiter = _by_line(_findings(engine))[26]
+    assert aiter["reach"] == "unknown"
+    assert "defines two classes `AiterBackend`" in str(aiter["reach_reason"])
+    assert "the registry's is latent (backend `aiter`" in str(aiter["reach_reason"])
+    # Built from the engine's own module there, the engine's class escapes the gate.
+    (engine / "diffusion" / "platform.py").write_text(
+        "def build():\n    from backends import AiterBackend\n\n    return AiterBackend()\n")
+    aiter = _by_line(_findings(engine))[26]
+    assert aiter["reach"] == "unknown" and "diffusion/platform.py:4 (in build)" in str(aiter["reach_reason"])
+
+
 def test_shared_helper_called_from_admitted_and_refused_backends_is_never_latent(tmp_path: Path) -> None:
     found = _by_line(_findings(_engine(tmp_path)))
     assert found[7]["reach"] in ("live", "unknown")

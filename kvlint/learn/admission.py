@@ -35,6 +35,7 @@ from kvlint.learn.gate import class_settings
 from kvlint.learn.draft_gates import DraftGates, admitted_algorithms, draft_backends
 from kvlint.learn.ties import CONSTRUCTORS
 from kvlint.learn.gates_read import UNIFIED_FLAG, AlgorithmSet, AllowSet, DraftAllowSet, Refusal, unified_gates
+from kvlint.learn.name_sources import OtherClasses, bound_names, definers, registry_classes
 from kvlint.learn.registry_read import FactoryRead, Reference, references, registry_factories
 from kvlint.learn.scope import Scope
 from kvlint.learn.tree import Learned, class_bases, class_methods
@@ -80,6 +81,7 @@ def learn_admission(scope: Scope, learned: Learned, unmigrated: bool = False) ->
         speculation = None if algorithms is None else DraftGates(
             scope, factories, bases, admitted, algorithms, algorithms_at, drafts)
         verdicts.update(_backend_verdicts(scope, factories, admitted, bases, gate, where, speculation))
+    verdicts.update(_named_twice(scope, verdicts, where))
     learned.values["admission"] = Admission(
         admitted=tuple(sorted(admitted)),
         gates=tuple(at for _, at in allow_sets),
@@ -183,7 +185,9 @@ def _backend_verdicts(scope: Scope, factories: list[Factory], admitted: set[str]
             asked[place] = drafts.refusal(place)
         return asked[place] is not None
 
-    latent, escapes, refs = _latent(scope, set(candidates), set(refused), verdicts, bases, where, refused_place)
+    # Where the tree defines a candidate's name twice, the registry's class is the one asked about.
+    others = OtherClasses(scope, registry_classes(scope, by_function, candidates))
+    latent, escapes, refs = _latent(scope, set(candidates), set(refused), verdicts, bases, where, refused_place, others)
     proven = {place: why for place, why in asked.items() if why is not None}
     for klass, (place, escape) in sorted(escapes.items()):
         refusing = candidates.get(klass)
@@ -257,6 +261,16 @@ def _inherits(klass: str, base: str, method: str, methods: Mapping[str, frozense
     return False
 
 
+def _named_twice(scope: Scope, verdicts: Mapping[str, Verdict], where: Callable[[Path, int], str]) -> dict[str, Verdict]:
+    """A finding's reach goes by the name of its class: where the tree defines two classes of a latent
+    one's name, the other may run today, and neither is claimed latent."""
+    latent = [name for name, verdict in verdicts.items() if verdict.reach == LATENT]
+    return {name: Verdict(UNKNOWN, f"the tree defines two classes `{name}` "
+                                   f"({', '.join(where(path, 1).rsplit(':', 1)[0] for path in sorted(files))}); "
+                                   f"the registry's is latent ({verdicts[name].reason})")
+            for name, files in definers(scope, latent).items() if len(files) > 1}
+
+
 def _delegates(factory: Factory, by_function: Mapping[str, Factory]) -> set[str]:
     found, pending = {factory.function}, [factory]
     while pending:
@@ -268,8 +282,8 @@ def _delegates(factory: Factory, by_function: Mapping[str, Factory]) -> set[str]
 
 
 def _latent(scope: Scope, candidates: set[str], refused: set[str], live: Mapping[str, Verdict],
-            bases: Mapping[str, set[str]], where: Callable[[Path, int], str],
-            refused_place: Callable[[str], bool]) -> tuple[set[str], dict[str, tuple[str, str]], dict[str, list[tuple[Path, Reference]]]]:
+            bases: Mapping[str, set[str]], where: Callable[[Path, int], str], refused_place: Callable[[str], bool],
+            others: OtherClasses) -> tuple[set[str], dict[str, tuple[str, str]], dict[str, list[tuple[Path, Reference]]]]:
     """The candidates (and refused factories) nothing but refused code can build: a fixed point
     from all of them, dropping any that some other place names, until none is dropped; and, for
     each one dropped, the place it escapes through and how. A place `refused_place` answers for
@@ -278,9 +292,11 @@ def _latent(scope: Scope, candidates: set[str], refused: set[str], live: Mapping
     classes = subclasses(candidates, bases, children) - set(live)
     names = tuple(sorted(classes | refused))
     refs: dict[str, list[tuple[Path, Reference]]] = {}
+    bindings = {path: dict(bound) for path, bound in scope.survey(bound_names, others.names()).items()} if others.names() else {}
     for path, answer in scope.survey(references, names).items():
         for ref in answer:
-            refs.setdefault(ref.name, []).append((path, ref))
+            if not others.names_another(ref.name, path, bindings.get(path, {}).get(ref.name, "")):
+                refs.setdefault(ref.name, []).append((path, ref))
     latent = set(names)
     escapes: dict[str, tuple[str, str]] = {}
     changed = True

@@ -33,6 +33,7 @@ from kvlint.api.reach import Admission
 from kvlint.learn.registry_read import dispatch_factories, registry_factories
 from kvlint.learn.scope import Scope
 from kvlint.learn.guards import Tie
+from kvlint.learn.name_sources import registry_classes
 from kvlint.learn.ties import Ties
 from kvlint.learn.tree import Learned, class_bases
 
@@ -157,7 +158,8 @@ def registry_consumers(scope: Scope, registry: list[tuple[str, str, tuple[str, .
         names.setdefault(function, set()).add(name)
     # A function dispatching on several names is tied by its own guards, not as one name's factory.
     factories = {function: next(iter(held)) for function, held in names.items() if len(held) == 1}
-    return consumers, Ties(scope, factories, bases, names=frozenset(name for name, _, _ in registry))
+    return consumers, Ties(scope, factories, bases, names=frozenset(name for name, _, _ in registry),
+                           asked=registry_classes(scope, names, consumers))
 
 
 def _compared(scope: Scope, split: tuple[str, ...]) -> set[str]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Optional
 
 from kvlint.learn.algorithm_predicates import Predicates
@@ -38,6 +39,7 @@ from kvlint.learn.registries import registerings_of
 from kvlint.learn.statements import building_nothing, may_spell, statements_spelling
 from kvlint.learn.scope import Scope
 from kvlint.api.hierarchy import children_of, subclasses
+from kvlint.learn.name_sources import OtherClasses, bound_names
 from kvlint.learn.tree import names_spelled
 
 # Running these runs the class's own code: a place in one is reached wherever the class is built.
@@ -68,6 +70,7 @@ class Site:
     # (`kvlint.learn.registries`), it is built where the registry hands it out.
     handed_to: str = ""
     handed_as: int | str = -1
+    source: str = ""  # how the file binds the name: which of two same-named classes (`kvlint.learn.name_sources`)
 
 
 class Ties:
@@ -76,8 +79,9 @@ class Ties:
 
     def __init__(self, scope: Scope, factories: Mapping[str, str], bases: Mapping[str, set[str]],
                  predicates: Predicates = (), enough: Optional[Callable[[Tie], bool]] = None,
-                 links: int = _LINKS, names: Optional[frozenset[str]] = None) -> None:
+                 links: int = _LINKS, names: Optional[frozenset[str]] = None, asked: Mapping[str, Path] = {}) -> None:
         self._scope = scope
+        self._others = OtherClasses(scope, asked)
         self._links = links
         self._question = enough
         self._factories = factories
@@ -105,7 +109,8 @@ class Ties:
             for site in answer:
                 if site.tie.asserted_at is not None:
                     site = replace(site, tie=replace(site.tie, asserted_at=(path, site.tie.asserted_at[1])))
-                self._sites[site.name].append(site)
+                if not self._others.names_another(site.name, path, site.source):
+                    self._sites[site.name].append(site)
 
     def of(self, name: str, links: Optional[int] = None, below: Tie = Tie()) -> Optional[tuple[Tie, ...]]:
         """Each way `name` is built, as a tie; None where some way is untied, () where none is seen.
@@ -278,10 +283,12 @@ def guarded_sites(data: bytes, names: tuple[str, ...], backends: frozenset[str],
 
 
 def _sites(data: bytes, wanted: set[str], backends: frozenset[str], predicates: Mapping[str, frozenset[str]]) -> Iterator[Site]:
+    sources = dict(bound_names(data, tuple(wanted)))
     for statement, offset, hits in statements_spelling(data, wanted):
         walk = _Walk(wanted, building_nothing(statement, hits, data), hits, backends, predicates, offset)
         decorated = isinstance(statement, ast.ClassDef) and bool(statement.decorator_list)
         for site in walk.sites(statement, Tie(), "", "", False):
+            site = replace(site, source=sources.get(site.name, "")) if not site.spelled else site
             yield replace(site, decorated=True) if decorated and site.owner else site
 
 
