@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from kvlint.cli import main
 from kvlint.learn.class_facts import class_facts, set_from_outside
+from edited_tree import write_edited
 from test_door_classes import WRITE_LOC
 
 POOLS = '''
@@ -101,14 +102,8 @@ FORWARD_MLA = "pool.set_mla_kv_buffer(None, loc, k, r)"
 
 def flagged(root: Path, pools: list[tuple[str, str]] = [], composite: list[tuple[str, str]] = []) -> set[str]:
     """The forwards KV103 flags (`kv`, `mla`) after the given edits to each file."""
-    texts = {"engine/write_loc.py": WRITE_LOC, "engine/pools.py": POOLS, "engine/composite.py": COMPOSITE}
-    for name, edits in (("engine/pools.py", pools), ("engine/composite.py", composite)):
-        for old, new in edits:
-            assert old in texts[name]
-            texts[name] = texts[name].replace(old, new)
-    for name, text in texts.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    texts = write_edited(root, {"engine/write_loc.py": WRITE_LOC, "engine/pools.py": POOLS, "engine/composite.py": COMPOSITE},
+                         {"engine/pools.py": pools, "engine/composite.py": composite})
     result = CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", "--select", "KV103", "."],
                                 catch_exceptions=False)
     lines = {finding["line"] for finding in json.loads(result.stdout)["findings"]}

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from kvlint.api.class_facts import AccessorRead
 from kvlint.cli import main
 from kvlint.learn.accessor_reads import accessor_reads
+from edited_tree import write_edited
 from test_door_classes import WRITE_LOC
 
 POOLS = '''
@@ -111,15 +112,8 @@ class SparseBackend:
 
 
 def layout_findings(root: Path, edits: dict[str, list[tuple[str, str]]] = {}) -> list[tuple[str, int]]:
-    texts = {"engine/write_loc.py": WRITE_LOC, "engine/pools.py": POOLS, "engine/sparse_pool.py": SPARSE_POOL,
-             "engine/sparse_backend.py": BACKEND}
-    for name, changes in edits.items():
-        for old, new in changes:
-            assert old in texts[name]
-            texts[name] = texts[name].replace(old, new)
-    for name, text in texts.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    write_edited(root, {"engine/write_loc.py": WRITE_LOC, "engine/pools.py": POOLS, "engine/sparse_pool.py": SPARSE_POOL,
+                        "engine/sparse_backend.py": BACKEND}, edits)
     result = CliRunner().invoke(main, ["check", "--no-cache", "--format", "json", "--select", "KV2", "."],
                                 catch_exceptions=False)
     return sorted((f["code"], f["line"]) for f in json.loads(result.stdout)["findings"])
