@@ -49,8 +49,9 @@ class _Reader:
         helpers: set[str] = set()
         inherited: set[str] = set()
         unknown = False
-        dropped = {id(statement.value) for statement in _own_nodes(method) if isinstance(statement, ast.Expr)}
-        for node in _own_nodes(method):
+        nodes = list(_own_nodes(method))
+        dropped = {id(statement.value) for statement in nodes if isinstance(statement, ast.Expr)}
+        for node in nodes:
             if isinstance(node, ast.Attribute) and node.attr in self.accessors and _is_super(node.value):
                 inherited.add(node.attr)
             elif isinstance(node, ast.Attribute) and node.attr in self.accessors and not _is_self(node.value):

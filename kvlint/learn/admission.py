@@ -35,7 +35,7 @@ from kvlint.learn.gate import class_settings
 from kvlint.learn.draft_gates import DraftGates, admitted_algorithms, draft_backends
 from kvlint.learn.ties import CONSTRUCTORS
 from kvlint.learn.gates_read import UNIFIED_FLAG, AlgorithmSet, AllowSet, DraftAllowSet, Refusal, unified_gates
-from kvlint.learn.name_sources import OtherClasses, bound_names, definers, registry_classes
+from kvlint.learn.name_sources import OtherClasses, definers, registry_classes
 from kvlint.learn.registry_read import FactoryRead, Reference, references, registry_factories
 from kvlint.learn.scope import Scope
 from kvlint.learn.tree import Learned, class_bases, class_methods
@@ -292,10 +292,9 @@ def _latent(scope: Scope, candidates: set[str], refused: set[str], live: Mapping
     classes = subclasses(candidates, bases, children) - set(live)
     names = tuple(sorted(classes | refused))
     refs: dict[str, list[tuple[Path, Reference]]] = {}
-    bindings = {path: dict(bound) for path, bound in scope.survey(bound_names, others.names()).items()} if others.names() else {}
     for path, answer in scope.survey(references, names).items():
         for ref in answer:
-            if not others.names_another(ref.name, path, bindings.get(path, {}).get(ref.name, "")):
+            if not others.names_another(ref.name, path):
                 refs.setdefault(ref.name, []).append((path, ref))
     latent = set(names)
     escapes: dict[str, tuple[str, str]] = {}

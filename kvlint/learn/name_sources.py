@@ -14,6 +14,7 @@ nothing, and the place keeps speaking for every class of the name.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
@@ -23,6 +24,8 @@ from kvlint.learn.tree import names_spelled, parsed_tree
 
 # A file's own top-level definition of the name.
 OWN = "="
+# After a newline rather than `^` under MULTILINE: the search then skips ahead to each newline.
+_TOP_LEVEL_CLASS = re.compile(rb"\nclass[ \t]+(\w+)")
 
 
 def bound_names(data: bytes, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -95,42 +98,42 @@ class OtherClasses:
 
     def __init__(self, scope: Scope, asked: Mapping[str, Path]) -> None:
         self._scope, self._asked = scope, asked
-        self._definers: Optional[dict[str, set[Path]]] = None
+        self._definers: dict[str, set[Path]] = {}
         self._files: Optional[ModuleFiles] = None
+        self._bindings: dict[Path, dict[str, str]] = {}
 
-    def names(self) -> tuple[str, ...]:
-        """The names asked about."""
-        return tuple(sorted(self._asked))
-
-    def names_another(self, name: str, importer: Path, source: str) -> bool:
-        """Whether a place in `importer` naming `name` by `source` means another file's class of
-        that name than the one asked about."""
+    def names_another(self, name: str, importer: Path) -> bool:
+        """Whether a place in `importer` naming `name` means another file's class of that name than
+        the one asked about, by how `importer` binds the name."""
         meant = self._asked.get(name)
-        if meant is None or not source:
+        if meant is None:
             return False
-        if self._definers is None or self._files is None:
-            self._definers, self._files = definers(self._scope, self._asked), ModuleFiles(self._scope.paths)
-        if len(self._definers.get(name, ())) < 2:
+        if self._files is None:
+            # Read once, and only of the few names asked about: most trees define each class once.
+            names = tuple(sorted(self._asked))
+            self._definers, self._files = definers(self._scope, names), ModuleFiles(self._scope.paths)
+            self._bindings = {path: dict(bound) for path, bound in self._scope.survey(bound_names, names).items()}
+        source = self._bindings.get(importer, {}).get(name, "")
+        if not source or len(self._definers.get(name, ())) < 2:
             return False
         target = self._files.file_of(importer, source)
         return target is not None and target in self._definers[name] and target != meant
 
 def definers(scope: Scope, names: Iterable[str]) -> dict[str, set[Path]]:
     """Each of `names` with the files defining a class of it."""
+    wanted = set(names)
     found: dict[str, set[Path]] = {}
-    for path, defined in scope.survey(defined_classes, tuple(sorted(set(names)))).items():
-        for name in defined:
+    for path, defined in scope.survey(defined_classes).items():
+        for name in wanted.intersection(defined):
             found.setdefault(name, set()).add(path)
     return found
 
 
-def defined_classes(data: bytes, names: tuple[str, ...]) -> tuple[str, ...]:
-    """The classes of `names` a file defines at its top level (under `if`/`try` too)."""
-    wanted = names_spelled(data, names)
-    tree = parsed_tree(data) if wanted else None
-    if tree is None:
+def defined_classes(data: bytes) -> tuple[str, ...]:
+    """The classes a file defines at its top level (read from the bytes, once per file: asked of every file)."""
+    if b"class" not in data:
         return ()
-    return tuple(sorted({node.name for node in _top_level(tree.body) if isinstance(node, ast.ClassDef) and node.name in wanted}))
+    return tuple(sorted({match.group(1).decode() for match in _TOP_LEVEL_CLASS.finditer(b"\n" + data)}))
 
 
 def registry_classes(scope: Scope, functions: Iterable[str], names: Iterable[str]) -> dict[str, Path]:
@@ -142,8 +145,12 @@ def registry_classes(scope: Scope, functions: Iterable[str], names: Iterable[str
     if not twice:
         return {}
     wanted = set(functions)
-    registry_files = {path for reader in (registry_factories, dispatch_factories)
-                      for path, reads in scope.survey(reader).items() if any(read.function in wanted for read in reads)}
+    registry_files: set[Path] = set()
+    # As `kvlint.learn.pool_pairing.backend_registry` finds it: a decorated registry before a dispatching chain.
+    for reader in (registry_factories, dispatch_factories):
+        registry_files = {path for path, reads in scope.survey(reader).items() if any(read.function in wanted for read in reads)}
+        if registry_files:
+            break
     files = ModuleFiles(scope.paths)
     asked: dict[str, Path] = {}
     for path, bound in scope.survey(bound_names, twice).items():

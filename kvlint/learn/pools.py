@@ -113,11 +113,12 @@ def _buffer_assignments_of(data: bytes, attributes: set[str]) -> list[BufferAssi
     if tree is None:
         return []
     found = []
+    aliased: dict[int, set[str]] = {}
     for klass, node in _buffer_assignments(tree, lines, attributes):
         value = node.value
-        page_split = value is not None and (
-            _allocates_page_split(value) or _self_attribute(value) in _page_split_attributes(klass)
-        )
+        if value is not None and id(klass) not in aliased:
+            aliased[id(klass)] = _page_split_attributes(klass)
+        page_split = value is not None and (_allocates_page_split(value) or _self_attribute(value) in aliased[id(klass)])
         host = value is not None and _pinned_host(value, klass)
         found.append(BufferAssignment(klass.name, page_split, klass.lineno, node.lineno, host))
     assigned = {assignment.klass for assignment in found}

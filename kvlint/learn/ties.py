@@ -39,7 +39,7 @@ from kvlint.learn.registries import registerings_of
 from kvlint.learn.statements import building_nothing, may_spell, statements_spelling
 from kvlint.learn.scope import Scope
 from kvlint.api.hierarchy import children_of, subclasses
-from kvlint.learn.name_sources import OtherClasses, bound_names
+from kvlint.learn.name_sources import OtherClasses
 from kvlint.learn.tree import names_spelled
 
 # Running these runs the class's own code: a place in one is reached wherever the class is built.
@@ -70,7 +70,6 @@ class Site:
     # (`kvlint.learn.registries`), it is built where the registry hands it out.
     handed_to: str = ""
     handed_as: int | str = -1
-    source: str = ""  # how the file binds the name: which of two same-named classes (`kvlint.learn.name_sources`)
 
 
 class Ties:
@@ -109,7 +108,7 @@ class Ties:
             for site in answer:
                 if site.tie.asserted_at is not None:
                     site = replace(site, tie=replace(site.tie, asserted_at=(path, site.tie.asserted_at[1])))
-                if not self._others.names_another(site.name, path, site.source):
+                if not self._others.names_another(site.name, path):
                     self._sites[site.name].append(site)
 
     def of(self, name: str, links: Optional[int] = None, below: Tie = Tie()) -> Optional[tuple[Tie, ...]]:
@@ -283,12 +282,10 @@ def guarded_sites(data: bytes, names: tuple[str, ...], backends: frozenset[str],
 
 
 def _sites(data: bytes, wanted: set[str], backends: frozenset[str], predicates: Mapping[str, frozenset[str]]) -> Iterator[Site]:
-    sources = dict(bound_names(data, tuple(wanted)))
     for statement, offset, hits in statements_spelling(data, wanted):
         walk = _Walk(wanted, building_nothing(statement, hits, data), hits, backends, predicates, offset)
         decorated = isinstance(statement, ast.ClassDef) and bool(statement.decorator_list)
         for site in walk.sites(statement, Tie(), "", "", False):
-            site = replace(site, source=sources.get(site.name, "")) if not site.spelled else site
             yield replace(site, decorated=True) if decorated and site.owner else site
 
 
