@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvlint.cli import main
+from kvlint.learn.tree import class_headers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "prove_gate"
 POOL = "engine/mem_cache/memory_pool.py"
@@ -92,3 +93,20 @@ def test_the_gate_name_assigned_inside_a_method_exempts_nothing(tree: Path) -> N
         "class Other:\n    def configure(self):\n        requires_physical_write_loc = True\n        return requires_physical_write_loc\n"
     )
     assert prove(tree)["prove"]["exempt"] == 0
+
+
+def test_a_mixin_setting_no_gate_leaves_its_pools_ungated(tree: Path) -> None:
+    # A page-interleaving mixin with no bases of its own (`class Mixin:`), mixed into a subclass of SparsePool:
+    # it sets the gate nowhere, so the family still keeps it off and the base-door call stays exempt.
+    with (tree / POOL).open("a") as pool:
+        pool.write("\n\nclass InterleaveMixin:\n    shards = 2\n\n\nclass InterleavedSparsePool(InterleaveMixin, SparsePool):\n    pass\n")
+    assert prove(tree)["prove"]["exempt"] == 1
+    # Its subclasses are the mixin's too: one turning the gate on takes the exemption away.
+    with (tree / POOL).open("a") as pool:
+        pool.write("\n\nclass UnifiedInterleaved(InterleavedSparsePool):\n    requires_physical_write_loc = True\n")
+    assert prove(tree)["prove"]["exempt"] == 0
+
+
+def test_a_class_without_bases_is_a_header_of_the_tree() -> None:
+    assert class_headers(b"class Mixin:\n    pass\n\n\nclass Pool(Mixin, base.Base):\n    pass\n") == (
+        ("Mixin", ()), ("Pool", ("Base", "Mixin")))

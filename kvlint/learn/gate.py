@@ -127,8 +127,17 @@ def _resolved(
         own = settings[name]
         value = next(iter(own)) if len(own) == 1 else None
     else:
+        # A base setting the gate nowhere up its own bases (a mixin, `class M:`) gives no value.
         inherited = {_resolved(base, bases, settings, known) for base in bases.get(name, ())
-                     if base in bases or base in settings}
+                     if _sets_gate(base, bases, settings, set())}
         value = next(iter(inherited)) if len(inherited) == 1 else None
     known[name] = value
     return value
+
+
+def _sets_gate(name: str, bases: dict[str, set[str]], settings: dict[str, set[bool]], seen: set[str]) -> bool:
+    """Whether `name` or a class up its bases sets the gate in its body."""
+    if name in settings:
+        return True
+    seen.add(name)
+    return any(base not in seen and _sets_gate(base, bases, settings, seen) for base in bases.get(name, ()))

@@ -252,11 +252,12 @@ def _looked_up(names: tuple[str, ...]) -> tuple[tuple[str, bytes, int, int, int,
     return tuple(found)
 
 
-_CLASS_HEADER = re.compile(rb"class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
+# `class X(A, b.B):`, or `class X:` with no bases.
+_CLASS_HEADER = re.compile(rb"class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\)|(?=:))")
 
 
 def class_bases(scope: Scope) -> dict[str, set[str]]:
-    """Every `class X(A, b.B):` header of the tree as X -> {A, B}."""
+    """Every `class X(A, b.B):` header of the tree as X -> {A, B} (`class X:` as X -> {})."""
     bases: dict[str, set[str]] = {}
     for headers in scope.survey(class_headers).values():
         for name, parents in headers:
@@ -270,7 +271,7 @@ def class_headers(data: bytes) -> tuple[tuple[str, tuple[str, ...]], ...]:
         return ()
     headers = []
     for match in at_line_starts(_CLASS_HEADER, data):
-        names = {base.rsplit(b".", 1)[-1].decode("ascii", "replace") for base in re.split(rb"[,\s]+", match.group(2))}
+        names = {base.rsplit(b".", 1)[-1].decode("ascii", "replace") for base in re.split(rb"[,\s]+", match.group(2) or b"")}
         headers.append((match.group(1).decode(), tuple(sorted(name for name in names if name.isidentifier()))))
     return tuple(headers)
 
