@@ -28,6 +28,7 @@ from typing import Iterator, Optional, Sequence, Union
 
 from kvlint.analysis._ast_tensors import trailing
 from kvlint.analysis.mark_needs import needs_mark
+from kvlint.analysis.receivers import assigned_values, bindings
 from kvlint.api.class_facts import AttributeBuild
 from kvlint.api.contract import Contract
 from kvlint.api.door_kinds import DoorKind, ancestors
@@ -68,22 +69,17 @@ class ExactReceivers:
         return None
 
     def _local(self, name: str, depth: int) -> Optional[set[str]]:
-        method = self.method
-        assert method is not None
-        args = method.args
-        if name in {arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
+        assert self.method is not None
+        values = assigned_values(self.method, name)
+        if not values:
             return None
         found: set[str] = set()
-        simple = 0
-        for node in ast.walk(method):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                value = self._classes(node.value, depth + 1)
-                if value is None:
-                    return None
-                found |= value
-                simple += sum(isinstance(t, ast.Name) and t.id == name for t in node.targets)
-        # Bound any other way too (unpacked, a loop, `with`, `except ... as`, an import): unknown.
-        return found if simple and _bindings(method, name) == simple else None
+        for value in values:
+            classes = self._classes(value, depth + 1)
+            if classes is None:
+                return None
+            found |= classes
+        return found
 
     def _attribute(self, attribute: str) -> Optional[set[str]]:
         """What `self.<attribute>` can be: over every class the method runs on, what the class and
@@ -197,7 +193,7 @@ def _guards(body: Sequence[ast.stmt], call: ast.Call, name: str) -> Iterator[tup
         if not any(node is call for node in ast.walk(statement)):
             continue
         for before in reversed(body[:at]):
-            if _bindings(before, name):
+            if bindings(before, name):
                 break
             if isinstance(before, ast.Assert):
                 yield before.test, True
@@ -241,22 +237,3 @@ def _isinstance_of(test: ast.expr, name: str) -> Optional[tuple[set[str], bool]]
     parts = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
     names = {trailing(part) for part in parts}
     return None if None in names else ({name for name in names if name}, True)
-
-
-def _bindings(root: ast.AST, name: str) -> int:
-    """How many places below `root` bind `name`, in any form (a target, `except ... as`, an import,
-    a definition, `global`)."""
-    count = 0
-    for node in ast.walk(root):
-        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
-            count += 1
-        elif isinstance(node, ast.ExceptHandler) and node.name == name:
-            count += 1
-        elif isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name:
-            count += 1
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            count += node is not root
-        elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
-            count += 1
-    return count
-

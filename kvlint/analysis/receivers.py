@@ -194,3 +194,37 @@ def _trailing(node: ast.expr) -> Optional[str]:
     if isinstance(node, ast.Name):
         return node.id
     return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def assigned_values(method: _Function, name: str) -> Optional[list[ast.expr]]:
+    """The values `method` assigns the local `name` (`name = value`); None where it is a parameter or
+    is bound any other way too (unpacked, a loop, `with`, `except ... as`, an import)."""
+    args = method.args
+    if name in {arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
+        return None
+    values: list[ast.expr] = []
+    simple = 0
+    for node in ast.walk(method):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            values.append(node.value)
+            simple += sum(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    return values if bindings(method, name) == simple else None
+
+
+def bindings(root: ast.AST, name: str) -> int:
+    """How many places below `root` bind `name`, in any form (a target, `except ... as`, an import,
+    a definition, `global`)."""
+    count = 0
+    for node in ast.walk(root):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+            count += 1
+        elif isinstance(node, ast.ExceptHandler) and node.name == name:
+            count += 1
+        elif isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name:
+            count += 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            count += node is not root
+        elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            count += 1
+    return count
+

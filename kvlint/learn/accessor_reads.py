@@ -21,23 +21,24 @@ tensor over.
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Optional, Union
+from typing import Optional, Sequence
 
+from kvlint.analysis.ast_walk import FUNCTIONS, Function, own_nodes
+from kvlint.analysis.receivers import assigned_values, self_attribute
 from kvlint.api.class_facts import AccessorRead
 
-_Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 _DEPTH = 3
 
 
 def accessor_reads(klass: ast.ClassDef, accessors: frozenset[str]) -> tuple[AccessorRead, ...]:
     """How each method `klass` defines hands over the `accessors` (which of them matter is for the
     whole tree to say: the accessors, and the methods those are read through)."""
-    defined = {item.name: item for item in klass.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defined = {item.name: item for item in klass.body if isinstance(item, FUNCTIONS)}
     return tuple(_Reader(defined, accessors).read(name) for name in sorted(defined))
 
 
 class _Reader:
-    def __init__(self, methods: dict[str, _Function], accessors: frozenset[str]) -> None:
+    def __init__(self, methods: dict[str, Function], accessors: frozenset[str]) -> None:
         self.methods, self.accessors = methods, accessors
         # The methods of the class whose returns named the pools of the read under way.
         self.through: set[str] = set()
@@ -49,7 +50,7 @@ class _Reader:
         helpers: set[str] = set()
         inherited: set[str] = set()
         unknown = False
-        nodes = list(_own_nodes(method))
+        nodes = list(own_nodes(method))
         dropped = {id(statement.value) for statement in nodes if isinstance(statement, ast.Expr)}
         for node in nodes:
             if isinstance(node, ast.Attribute) and node.attr in self.accessors and _is_super(node.value):
@@ -65,12 +66,12 @@ class _Reader:
         return AccessorRead(name, tuple(sorted(pools)), tuple(sorted(helpers)), tuple(sorted(inherited)),
                             tuple(sorted(self.through)), unknown)
 
-    def _held(self, receiver: ast.expr, method: _Function, depth: int) -> Optional[set[str]]:
+    def _held(self, receiver: ast.expr, method: Function, depth: int) -> Optional[set[str]]:
         """The `self.<attribute>`s `receiver` may be, inside `method`; None where it may be anything else."""
         if depth > _DEPTH:
             return None
-        if isinstance(receiver, ast.Attribute) and _is_self(receiver.value):
-            return {receiver.attr}
+        if self_attribute(receiver):
+            return {self_attribute(receiver)}
         if isinstance(receiver, ast.IfExp):
             one, other = self._held(receiver.body, method, depth + 1), self._held(receiver.orelse, method, depth + 1)
             return None if one is None or other is None else one | other
@@ -78,14 +79,14 @@ class _Reader:
                 and receiver.func.attr in self.methods):
             helper = self.methods[receiver.func.attr]
             self.through.add(helper.name)
-            returns = [node.value for node in _own_nodes(helper) if isinstance(node, ast.Return)]
+            returns = [node.value for node in own_nodes(helper) if isinstance(node, ast.Return)]
             return self._all_held(returns, helper, depth)
         if isinstance(receiver, ast.Name):
-            values = _bound_values(method, receiver.id)
+            values = assigned_values(method, receiver.id)
             return self._all_held(values, method, depth) if values is not None else None
         return None
 
-    def _all_held(self, values: list[Optional[ast.expr]], method: _Function, depth: int) -> Optional[set[str]]:
+    def _all_held(self, values: Sequence[Optional[ast.expr]], method: Function, depth: int) -> Optional[set[str]]:
         found: set[str] = set()
         for value in values:
             held = self._held(value, method, depth + 1) if value is not None else None
@@ -93,32 +94,6 @@ class _Reader:
                 return None
             found |= held
         return found if values else None
-
-
-def _bound_values(method: _Function, name: str) -> Optional[list[Optional[ast.expr]]]:
-    """The values `name` is assigned in `method`; None where it is bound any other way (a parameter,
-    an unpacking, a loop)."""
-    args = method.args
-    if name in {arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
-        return None
-    stores = sum(isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load)
-                 for node in _own_nodes(method))
-    values: list[Optional[ast.expr]] = [
-        node.value for node in _own_nodes(method)
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-        and node.targets[0].id == name
-    ]
-    return values if len(values) == stores else None
-
-
-def _own_nodes(function: _Function) -> Iterator[ast.AST]:
-    """The nodes of `function`'s body, not those of functions, lambdas or classes inside it."""
-    pending: list[ast.AST] = list(function.body)
-    while pending:
-        node = pending.pop()
-        yield node
-        pending.extend(child for child in ast.iter_child_nodes(node)
-                       if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)))
 
 
 def _is_super(node: ast.expr) -> bool:

@@ -81,7 +81,7 @@ def learn_admission(scope: Scope, learned: Learned, unmigrated: bool = False) ->
         speculation = None if algorithms is None else DraftGates(
             scope, factories, bases, admitted, algorithms, algorithms_at, drafts)
         verdicts.update(_backend_verdicts(scope, factories, admitted, bases, gate, where, speculation))
-    verdicts.update(_named_twice(scope, verdicts, where))
+    verdicts.update(_named_twice(scope, verdicts))
     learned.values["admission"] = Admission(
         admitted=tuple(sorted(admitted)),
         gates=tuple(at for _, at in allow_sets),
@@ -261,12 +261,12 @@ def _inherits(klass: str, base: str, method: str, methods: Mapping[str, frozense
     return False
 
 
-def _named_twice(scope: Scope, verdicts: Mapping[str, Verdict], where: Callable[[Path, int], str]) -> dict[str, Verdict]:
+def _named_twice(scope: Scope, verdicts: Mapping[str, Verdict]) -> dict[str, Verdict]:
     """A finding's reach goes by the name of its class: where the tree defines two classes of a latent
     one's name, the other may run today, and neither is claimed latent."""
     latent = [name for name, verdict in verdicts.items() if verdict.reach == LATENT]
     return {name: Verdict(UNKNOWN, f"the tree defines two classes `{name}` "
-                                   f"({', '.join(where(path, 1).rsplit(':', 1)[0] for path in sorted(files))}); "
+                                   f"({', '.join(scope.shown(path) for path in sorted(files))}); "
                                    f"the registry's is latent ({verdicts[name].reason})")
             for name, files in definers(scope, latent).items() if len(files) > 1}
 

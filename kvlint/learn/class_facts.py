@@ -36,7 +36,7 @@ from kvlint.learn.accessor_reads import accessor_reads
 from kvlint.learn.doors import called_name
 from kvlint.learn.memo import remembered
 from kvlint.learn.scope import Scope
-from kvlint.learn.tree import names_spelled, parsed_tree
+from kvlint.learn.tree import module_classes, names_spelled, parsed_tree
 
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
@@ -127,7 +127,7 @@ def _read(data: bytes, wanted: set[str], accessors: frozenset[str]) -> Iterator[
     tree = parsed_tree(data)
     if tree is None:
         return
-    for klass in (node for node in _classes(tree.body) if node.name in wanted):
+    for klass in (node for node in module_classes(tree.body) if node.name in wanted):
         methods = [item for item in klass.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
         init = next((method for method in methods if method.name == "__init__"), None)
         open_ = (bool(klass.decorator_list) or bool(klass.keywords)
@@ -136,18 +136,6 @@ def _read(data: bytes, wanted: set[str], accessors: frozenset[str]) -> Iterator[
         yield ClassFacts(klass.name, _keywords(init) if init is not None else None, open_,
                          tuple(sorted({method.name for method in methods})), tuple(_builds(methods)),
                          accessor_reads(klass, accessors))
-
-
-def _classes(body: list[ast.stmt]) -> Iterator[ast.ClassDef]:
-    """The classes a module defines, under `if`/`try` blocks too, not inside functions (where a
-    class is no class of the tree's hierarchy to name)."""
-    for statement in body:
-        if isinstance(statement, ast.ClassDef):
-            yield statement
-            yield from _classes(statement.body)
-        elif isinstance(statement, (ast.If, ast.Try)):
-            yield from _classes([*statement.body, *statement.orelse, *getattr(statement, "finalbody", []),
-                                 *(part for handler in getattr(statement, "handlers", []) for part in handler.body)])
 
 
 def _keywords(function: _Function) -> tuple[str, ...]:

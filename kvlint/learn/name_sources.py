@@ -14,18 +14,15 @@ nothing, and the place keeps speaking for every class of the name.
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from kvlint.learn.registry_read import dispatch_factories, registry_factories
 from kvlint.learn.scope import Scope
-from kvlint.learn.tree import names_spelled, parsed_tree
+from kvlint.learn.tree import class_headers, module_classes, names_spelled, parsed_tree
 
 # A file's own top-level definition of the name.
 OWN = "="
-# After a newline rather than `^` under MULTILINE: the search then skips ahead to each newline.
-_TOP_LEVEL_CLASS = re.compile(rb"\nclass[ \t]+(\w+)")
 
 
 def bound_names(data: bytes, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -40,23 +37,15 @@ def name_sources(tree: ast.Module, names: Iterable[str]) -> dict[str, str]:
     from (leading dots for a relative import's level)."""
     wanted = set(names)
     found: dict[str, set[str]] = {}
-    for statement in _top_level(tree.body):
-        if isinstance(statement, ast.ClassDef) and statement.name in wanted:
-            found.setdefault(statement.name, set()).add(OWN)
+    for klass in module_classes(tree.body):
+        if klass.name in wanted:
+            found.setdefault(klass.name, set()).add(OWN)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
-                if (alias.asname or alias.name) in wanted and alias.name == (alias.asname or alias.name):
+                if alias.name in wanted and alias.asname in (None, alias.name):
                     found.setdefault(alias.name, set()).add("." * node.level + (node.module or ""))
     return {name: next(iter(sources)) for name, sources in found.items() if len(sources) == 1}
-
-
-def _top_level(body: list[ast.stmt]) -> Iterable[ast.stmt]:
-    for statement in body:
-        yield statement
-        if isinstance(statement, (ast.If, ast.Try)):
-            yield from _top_level([*statement.body, *statement.orelse, *getattr(statement, "finalbody", []),
-                                   *(part for handler in getattr(statement, "handlers", []) for part in handler.body)])
 
 
 class ModuleFiles:
@@ -120,20 +109,14 @@ class OtherClasses:
         return target is not None and target in self._definers[name] and target != meant
 
 def definers(scope: Scope, names: Iterable[str]) -> dict[str, set[Path]]:
-    """Each of `names` with the files defining a class of it."""
+    """Each of `names` with the files defining a class of it (the class headers `class_bases` reads)."""
     wanted = set(names)
     found: dict[str, set[Path]] = {}
-    for path, defined in scope.survey(defined_classes).items():
-        for name in wanted.intersection(defined):
-            found.setdefault(name, set()).add(path)
+    for path, headers in scope.survey(class_headers).items():
+        for name, _ in headers:
+            if name in wanted:
+                found.setdefault(name, set()).add(path)
     return found
-
-
-def defined_classes(data: bytes) -> tuple[str, ...]:
-    """The classes a file defines at its top level (read from the bytes, once per file: asked of every file)."""
-    if b"class" not in data:
-        return ()
-    return tuple(sorted({match.group(1).decode() for match in _TOP_LEVEL_CLASS.finditer(b"\n" + data)}))
 
 
 def registry_classes(scope: Scope, functions: Iterable[str], names: Iterable[str]) -> dict[str, Path]:

@@ -354,3 +354,15 @@ def _methods_below(lines: list[bytes], header: int, indent: int) -> frozenset[st
         if match is not None:
             methods.add(match.group(1).decode())
     return frozenset(methods)
+
+
+def module_classes(body: list[ast.stmt]) -> Iterator[ast.ClassDef]:
+    """The classes a module defines, under `if`/`try` blocks too, not inside functions (where a
+    class is no class of the tree's hierarchy to name)."""
+    for statement in body:
+        if isinstance(statement, ast.ClassDef):
+            yield statement
+            yield from module_classes(statement.body)
+        elif isinstance(statement, (ast.If, ast.Try)):
+            yield from module_classes([*statement.body, *statement.orelse, *getattr(statement, "finalbody", []),
+                                       *(part for handler in getattr(statement, "handlers", []) for part in handler.body)])
