@@ -164,6 +164,8 @@ class Pool(Base):
         self.side = self._side()
         self.other = other.make()
         self.empty = None
+        self.annotated: Optional[MLAPool] = chosen(size=size)
+        self.only_annotated: Optional[MLAPool] = other.make()
 
     def _side(self) -> "SidePool":
         return SidePool()
@@ -177,6 +179,9 @@ class Pool(Base):
     assert builds["side"].typed == ("SidePool",)
     assert builds["other"].unknown
     assert not builds["empty"].unknown and not builds["empty"].exact
+    # What the value is built as outweighs its annotation, which answers only where the value says nothing.
+    assert builds["annotated"].keywords == (("size",),) and not builds["annotated"].typed
+    assert builds["only_annotated"].typed == ("MLAPool",)
     # A decorated class may be built with anything.
     (decorated,) = class_facts(("@dataclass\n" + source.lstrip()).encode(), ("Pool",), ())
     assert decorated.init_open

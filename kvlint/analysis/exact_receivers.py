@@ -18,7 +18,7 @@ MLATokenToKVPool): raise` leaves the MLA pools.
 
 An exact class says which definition runs (the nearest up its bases) and whether its gate is on:
 an instance whose own gate is off refuses no bare loc unless the definition hands it to another
-pool that may (`DoorKind.others_need_mark`). Anything unread makes the answer unknown (None).
+pool that may (`kvlint.analysis.mark_needs`). Anything unread makes the answer unknown (None).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import ast
 from typing import Iterator, Optional, Sequence, Union
 
 from kvlint.analysis._ast_tensors import trailing
-from kvlint.analysis.mark_needs import needs_mark
 from kvlint.analysis.receivers import assigned_values, bindings
 from kvlint.api.class_facts import AttributeBuild
 from kvlint.api.contract import Contract
@@ -85,10 +84,11 @@ class ExactReceivers:
         """What `self.<attribute>` can be: over every class the method runs on, what the class and
         its bases build the attribute as."""
         assert self.method is not None
-        if self.klass not in self.facts:
+        instances = self.runs_on(self.method.name)
+        if instances is None:
             return None
         found: set[str] = set()
-        for instance in self._runs_on(self.method.name):
+        for instance in instances:
             classes = self.held_by(instance, attribute)
             if classes is None:
                 return None
@@ -113,14 +113,16 @@ class ExactReceivers:
             found |= classes
         return found
 
-    def _runs_on(self, method: str) -> Iterator[str]:
+    def runs_on(self, method: str) -> Optional[list[str]]:
         """The class and each subclass no class below it defines `method` again for: a class always
-        comes before its bases in Python's method order, so such a definition runs instead."""
+        comes before its bases in Python's method order, so such a definition runs instead. None
+        where the class is not one whose facts the tree holds."""
+        if self.klass not in self.facts:
+            return None
         below = subclasses({self.klass}, self.bases, self.children) - {self.klass}
-        for instance in sorted(below | {self.klass}):
-            if not any(owner in below and method in self.facts[owner].methods
-                       for owner in ancestors(instance, self.bases) if owner in self.facts):
-                yield instance
+        return [instance for instance in sorted(below | {self.klass})
+                if not any(owner in below and method in self.facts[owner].methods
+                           for owner in ancestors(instance, self.bases) if owner in self.facts)]
 
     def _built(self, build: AttributeBuild) -> Optional[set[str]]:
         # A class the tree does not define (`Any`, a protocol, another package's pool) may be anything.
@@ -154,23 +156,6 @@ class ExactReceivers:
             family = subclasses(kinds, self.bases, self.children)
             classes = classes & family if holds == positive else classes - family
         return classes
-
-
-def refusing_none(contract: Contract, klass: str, method: Optional[_Function], call: ast.Call,
-                  door: str) -> Optional[frozenset[str]]:
-    """The classes the receiver of `call` (a `door` call in `method` of `klass`) can exactly be, where
-    none of them refuses a bare loc; None where one may, or where they cannot be read."""
-    if not contract.class_facts or not isinstance(call.func, ast.Attribute):
-        return None
-    exact = ExactReceivers(contract, klass, method).of(call.func.value, call)
-    return None if exact is None or exact_may_refuse(contract, door, exact) else exact
-
-
-def exact_may_refuse(contract: Contract, door: str, classes: frozenset[str]) -> bool:
-    """Whether the definition of `door` some class of `classes` runs may refuse a bare loc."""
-    gate_off = set(contract.gate_off_classes) if contract.mark_gate else set()
-    return any(needs_mark(contract, kind) and (kind.others_need_mark or klass not in gate_off)
-               for klass, kind in door_runners(contract, door, classes).items())
 
 
 def door_runners(contract: Contract, door: str, classes: frozenset[str]) -> dict[str, DoorKind]:

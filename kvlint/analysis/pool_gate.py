@@ -26,8 +26,8 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from kvlint.analysis.exact_receivers import door_runners, refusing_none
-from kvlint.analysis.mark_needs import needs_mark
+from kvlint.analysis.exact_receivers import door_runners
+from kvlint.analysis.mark_needs import needs_mark, refusing_none
 from kvlint.analysis.proof_tree import Place, ProofTree, own_nodes
 from kvlint.analysis.receivers import receiver_classes
 from kvlint.api.contract import Contract

@@ -24,6 +24,19 @@ OPEN = "open"  # abstract, always raising, or never using it: it constrains noth
 
 
 @dataclass(frozen=True)
+class MarkHandOver:
+    """A door call on another pool (not `self` or `super()`) handed the loc a definition was given,
+    or a new one carrying that loc's mark (`KVWriteLoc(swa_loc, physical=write_loc_is_physical(loc))`)."""
+
+    door: str
+    # The `self.<attribute>`s the receiver can be; () where the code does not say.
+    attributes: tuple[str, ...]
+    # The class's methods whose returns named them (`self._pool_for(layer_id)`): a subclass defining
+    # one again reads otherwise.
+    through: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class DoorKind:
     """One class's definition of a door name."""
 
@@ -32,9 +45,9 @@ class DoorKind:
     takes: str
     # Whether it refuses an unmarked loc on some path: it reads the mark or reaches the tree's mark check.
     needs_mark: bool
-    # Whether that refusal may come from another pool it hands the loc to (not `self` or `super()`):
-    # an instance whose own gate is off still refuses there.
-    others_need_mark: bool = False
+    # Where it hands the caller's mark on to another pool: an instance whose own gate is off still
+    # refuses there where such a pool does (`kvlint.analysis.mark_needs`).
+    hands_mark_to: tuple[MarkHandOver, ...] = ()
     # "PATH:LINE: passes `loc` to `store_kv_index`": what a message quotes (lines leave equality).
     why: str = field(default="", compare=False)
 

@@ -37,6 +37,13 @@ def accessor_reads(klass: ast.ClassDef, accessors: frozenset[str]) -> tuple[Acce
     return tuple(_Reader(defined, accessors).read(name) for name in sorted(defined))
 
 
+def held_attributes(methods: dict[str, Function], receiver: ast.expr, method: Function) -> tuple[Optional[set[str]], set[str]]:
+    """The `self.<attribute>`s `receiver` may be inside `method` of a class defining `methods` (None where
+    it may be anything else too), and the class's methods whose returns said so."""
+    reader = _Reader(methods, frozenset())
+    return reader.held(receiver, method, 0), reader.through
+
+
 class _Reader:
     def __init__(self, methods: dict[str, Function], accessors: frozenset[str]) -> None:
         self.methods, self.accessors = methods, accessors
@@ -56,7 +63,7 @@ class _Reader:
             if isinstance(node, ast.Attribute) and node.attr in self.accessors and _is_super(node.value):
                 inherited.add(node.attr)
             elif isinstance(node, ast.Attribute) and node.attr in self.accessors and not _is_self(node.value):
-                held = self._held(node.value, method, 0)
+                held = self.held(node.value, method, 0)
                 unknown = unknown or held is None
                 pools |= held or set()
             elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_self(node.func.value)
@@ -66,14 +73,14 @@ class _Reader:
         return AccessorRead(name, tuple(sorted(pools)), tuple(sorted(helpers)), tuple(sorted(inherited)),
                             tuple(sorted(self.through)), unknown)
 
-    def _held(self, receiver: ast.expr, method: Function, depth: int) -> Optional[set[str]]:
+    def held(self, receiver: ast.expr, method: Function, depth: int) -> Optional[set[str]]:
         """The `self.<attribute>`s `receiver` may be, inside `method`; None where it may be anything else."""
         if depth > _DEPTH:
             return None
         if self_attribute(receiver):
             return {self_attribute(receiver)}
         if isinstance(receiver, ast.IfExp):
-            one, other = self._held(receiver.body, method, depth + 1), self._held(receiver.orelse, method, depth + 1)
+            one, other = self.held(receiver.body, method, depth + 1), self.held(receiver.orelse, method, depth + 1)
             return None if one is None or other is None else one | other
         if (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and _is_self(receiver.func.value)
                 and receiver.func.attr in self.methods):
@@ -89,7 +96,7 @@ class _Reader:
     def _all_held(self, values: Sequence[Optional[ast.expr]], method: Function, depth: int) -> Optional[set[str]]:
         found: set[str] = set()
         for value in values:
-            held = self._held(value, method, depth + 1) if value is not None else None
+            held = self.held(value, method, depth + 1) if value is not None else None
             if held is None:
                 return None
             found |= held

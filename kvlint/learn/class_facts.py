@@ -159,8 +159,11 @@ def _builds(methods: list[_Function]) -> Iterator[AttributeBuild]:
                 # `setattr(self, name, value)`: any attribute may be anything.
                 found.setdefault("*", []).append(AttributeBuild("*", unknown=True))
             elif isinstance(node, ast.AnnAssign):
-                found.setdefault(_attribute(node.target), []).append(
-                    AttributeBuild(_attribute(node.target), typed=tuple(sorted(annotated_classes(node.annotation)))))
+                # What the value is built as outweighs the annotation, read only where it says nothing.
+                built = _build(_attribute(node.target), node.value, classes, typed) if node.value is not None else None
+                if built is None or built.unknown:
+                    built = AttributeBuild(_attribute(node.target), typed=tuple(sorted(annotated_classes(node.annotation))))
+                found.setdefault(built.attribute, []).append(built)
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     if _attribute(target):

@@ -17,7 +17,11 @@ body does with the loc parameter (and the local names copied from it):
 
 What the body does outweighs a parameter's annotation, which is not read. A definition
 *needs a mark* where it reads the mark, calls the tree's mark predicate, or forwards to a
-definition that does: only there does an unmarked loc get refused (`--prove`, KV104).
+definition that does: only there does an unmarked loc get refused (`--prove`, KV104). Where
+it hands the caller's mark on to another pool, the loc as given or a new one built with the
+given loc's mark (`KVWriteLoc(swa_loc, physical=write_loc_is_physical(loc_info))`), the
+pools it can be handed to are kept (`DoorKind.hands_mark_to`): a pool whose own gate is off
+refuses there where they do (`kvlint.analysis.mark_needs`).
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ import ast
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from kvlint.analysis.receivers import attribute_classes
 from kvlint.api.contract import LOC_KEYWORDS
-from kvlint.api.door_kinds import MIXED, OPEN, TENSOR, WRITE_LOC, DoorKind, ancestors, reachable, takes_of
+from kvlint.api.door_kinds import MIXED, OPEN, TENSOR, WRITE_LOC, DoorKind, MarkHandOver, ancestors, reachable, takes_of
+from kvlint.learn.accessor_reads import held_attributes
 from kvlint.learn.doors import called_name
 from kvlint.learn.memo import remembered
 from kvlint.learn.scope import Scope
@@ -58,6 +63,8 @@ class _Definition:
     own: str
     reads_mark: bool
     forwards: tuple[_Forward, ...]
+    # `DoorKind.hands_mark_to` as this body alone shows it.
+    hands_mark_to: tuple[MarkHandOver, ...]
     # What a message quotes: "passes `loc` to `store_kv_index`".
     evidence: str
     # Lines leave a reading's equality (`kvlint.learn.scope`).
@@ -155,7 +162,8 @@ class _Resolver:
             self.busy.discard(key)
         reached = same + other
         needs_mark = definition.reads_mark or any(kind.needs_mark for kind in reached)
-        others = any(kind.others_need_mark for kind in same) or any(kind.needs_mark for kind in other)
+        # What `self` and `super()` run hands the mark on from the same instance.
+        hands = tuple(dict.fromkeys((*definition.hands_mark_to, *(to for kind in same for to in kind.hands_mark_to))))
         takes, evidence = definition.own, definition.evidence
         if takes == OPEN and reached:
             takes = takes_of(reached)
@@ -163,7 +171,7 @@ class _Resolver:
                 # Name the definition down the chain that does not take a write loc.
                 culprit = next(kind for kind in reached if kind.takes in (TENSOR, MIXED))
                 evidence = f"{evidence}, and {culprit.shown()}"
-        found = DoorKind(definition.name, definition.klass, takes, needs_mark, others,
+        found = DoorKind(definition.name, definition.klass, takes, needs_mark, hands,
                          f"{where}: {evidence}" if evidence else where)
         self.done[key] = found
         return found
@@ -236,11 +244,13 @@ def _read(
     definitions: list[_Definition] = []
     attributes: list[tuple[str, str, tuple[str, ...]]] = []
     for klass in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
-        methods = [item for item in klass.body if isinstance(item, _Function) and item.name in names]
+        defined = {item.name: item for item in klass.body if isinstance(item, _Function)}
+        methods = [method for name, method in defined.items() if name in names]
         for method in methods:
             param = _loc_param(method, names)
             if param is not None:
-                definitions.append(_Body(method, param, names, cls, mark, predicate, checks, fields).definition(klass.name))
+                body = _Body(method, param, defined, names, cls, mark, predicate, checks, fields)
+                definitions.append(body.definition(klass.name))
         if methods:
             attributes.extend((klass.name, attribute, tuple(sorted(classes))) for attribute, classes in attribute_classes(klass))
     return _Reading(tuple(definitions), tuple(attributes)) if definitions else None
@@ -257,12 +267,19 @@ class _Body:
     """What one method does with its loc parameter."""
 
     def __init__(
-        self, method: ast.FunctionDef | ast.AsyncFunctionDef, param: str, doors: tuple[str, ...], cls: str, mark: str,
+        self, method: ast.FunctionDef | ast.AsyncFunctionDef, param: str,
+        class_methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], doors: tuple[str, ...], cls: str, mark: str,
         predicate: str, checks: tuple[str, ...], fields: tuple[str, ...],
     ) -> None:
-        self.method, self.param, self.doors = method, param, doors
+        self.method, self.param, self.class_methods, self.doors = method, param, class_methods, doors
         self.cls, self.mark, self.predicate, self.checks, self.fields = cls, mark, predicate, checks, fields
         self.carriers = _carriers(method, param)
+        # Locals holding the given loc's mark (`physical = write_loc_is_physical(loc_info)`), then
+        # locals holding a new write loc that carries it (`write_loc = KVWriteLoc(x, physical=physical)`).
+        self.mark_holders: set[str] = set()  # empty while the first reading reads it
+        self.rewrapped: set[str] = set()
+        self.mark_holders = _locals_bound(method, self._reads_mark)
+        self.rewrapped = _locals_bound(method, self._rewraps)
 
     def definition(self, klass: str) -> _Definition:
         checked: Optional[str] = None
@@ -270,6 +287,7 @@ class _Body:
         tensor: Optional[tuple[int, int, str]] = None
         reads_mark = False
         forwards: list[_Forward] = []
+        hands: list[MarkHandOver] = []
         loc = f"`{self.param}`"
         for node in ast.walk(self.method):
             if isinstance(node, ast.Attribute) and self._carried(node.value):
@@ -289,8 +307,13 @@ class _Body:
                     checked = checked or f"hands {loc} to the mark check `{callee}`"
                 elif callee in self.doors:
                     forwards.append(_forward(node.func, callee))
+                    hands += self._hands(node, callee)
                 else:
                     tensor = _first(tensor, node, f"passes {loc} to `{callee or _shown(node.func)}`")
+            elif isinstance(node, ast.Call) and called_name(node.func) in self.doors and self._passes_mark(node):
+                callee = called_name(node.func) or ""
+                forwards.append(_forward(node.func, callee))
+                hands += self._hands(node, callee)
         if checked is not None:
             own, evidence = WRITE_LOC, checked
         elif tensor is not None:
@@ -298,10 +321,37 @@ class _Body:
         else:
             own = OPEN
             evidence = f"forwards {loc} to `{forwards[0].name}`" if forwards else f"does not use {loc}"
-        return _Definition(self.method.name, klass, self.param, own, reads_mark, tuple(forwards), evidence, self.method.lineno)
+        return _Definition(self.method.name, klass, self.param, own, reads_mark, tuple(forwards),
+                           tuple(dict.fromkeys(hands)), evidence, self.method.lineno)
 
     def _carried(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Name) and node.id in self.carriers
+
+    def _reads_mark(self, node: ast.AST) -> bool:
+        """`node` is the given loc's mark: `predicate(loc)`, `loc.<mark>`, or a local holding it."""
+        if isinstance(node, ast.Call) and called_name(node.func) == self.predicate:
+            return any(self._carried(arg) for arg in node.args)
+        if isinstance(node, ast.Attribute):
+            return node.attr == self.mark and self._carried(node.value)
+        return isinstance(node, ast.Name) and node.id in self.mark_holders
+
+    def _rewraps(self, node: ast.AST) -> bool:
+        """`node` is a new write loc carrying the given loc's mark (`KVWriteLoc(x, physical=...)`), or a local holding one."""
+        if isinstance(node, ast.Call) and called_name(node.func) == self.cls:
+            return any(keyword.arg == self.mark and self._reads_mark(keyword.value) for keyword in node.keywords)
+        return isinstance(node, ast.Name) and node.id in self.rewrapped
+
+    def _passes_mark(self, call: ast.Call) -> bool:
+        return any(self._rewraps(value) for value in (*call.args, *(keyword.value for keyword in call.keywords)))
+
+    def _hands(self, call: ast.Call, callee: str) -> list[MarkHandOver]:
+        """The hand-over `call` makes where it is on another pool."""
+        if not isinstance(call.func, ast.Attribute):
+            return [MarkHandOver(callee, ())]
+        if _forward(call.func, callee).receiver in ("self", "super"):
+            return []
+        held, through = held_attributes(self.class_methods, call.func.value, self.method)
+        return [MarkHandOver(callee, tuple(sorted(held or ())), tuple(sorted(through)) if held else ())]
 
     def _passes(self, call: ast.Call) -> bool:
         values = [*call.args, *(keyword.value for keyword in call.keywords)]
@@ -336,6 +386,14 @@ def _carriers(method: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> set
         names |= {target for target, value in copies if value in names}
     return names
 
+
+def _locals_bound(method: ast.FunctionDef | ast.AsyncFunctionDef, holds: Callable[[ast.AST], bool]) -> set[str]:
+    """The local names an assignment in `method` binds to a value `holds` accepts."""
+    return {
+        node.targets[0].id for node in ast.walk(method)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        and holds(node.value)
+    }
 
 
 def _shown(node: ast.AST) -> str:

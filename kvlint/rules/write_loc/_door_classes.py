@@ -15,9 +15,8 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from kvlint.analysis.exact_receivers import refusing_none
 from kvlint.analysis.index import CallSite
-from kvlint.analysis.mark_needs import needs_mark
+from kvlint.analysis.mark_needs import needs_mark, refusing_none
 from kvlint.analysis.receivers import receiver_classes
 from kvlint.api.contract import Contract
 from kvlint.api.door_kinds import TENSOR, DoorKind, not_a_write_loc, reachable
