@@ -148,6 +148,16 @@ def test_an_unknown_receiver_gets_an_unsafe_fix_naming_the_tensor_taking_definit
     assert "the class of `self.pool` is unknown, so every class defining `set_fused_buffer` counts" in message
 
 
+def test_the_reasons_a_fix_is_unsafe_make_one_clause(in_tmp: Path) -> None:
+    # No `for_batch` in the tree, and a receiver that may be a tensor-taking pool.
+    _tree(in_tmp)
+    (in_tmp / "engine/write_loc.py").write_text(WRITE_LOC.replace("def for_batch(", "def from_batch("))
+    found = {f["line"]: f for f in _check("--select", "KV101")["findings"]}
+    message = found[_line(in_tmp, "engine/backends.py", "set_fused_buffer(layer, forward_batch.out_cache_loc, k)", 4)]["message"]
+    assert message.count("the fix is unsafe here") == 1
+    assert "has no `for_batch` (pin `batch-factory`) in [tool.kvlint.contract]; and `CountingPool.set_fused_buffer`" in message
+
+
 def test_fix_leaves_an_unknown_receivers_call_alone_and_wraps_the_known_ones(in_tmp: Path) -> None:
     _tree(in_tmp)
     result = CliRunner().invoke(main, ["fix", "--no-cache", "."], catch_exceptions=False)

@@ -334,7 +334,9 @@ class BareWriteLoc(Rule):
                 message = self._message(ctx, door, arg.value, loc) + gap_message(gaps)
                 unsafe = reached.unsafe_because()
                 if unsafe is not None:
-                    message += f"; {'the fix is unsafe here' if fix is not None else 'no fix'}: {unsafe}"
+                    # One clause where the contract's gaps already made the fix unsafe.
+                    lead = "and" if gaps else "the fix is unsafe here:" if fix is not None else "no fix:"
+                    message += f"; {lead} {unsafe}"
                 ctx.report(arg.value, message, made_unsafe(with_gaps(fix, gaps), unsafe))
         # One call away: helpers the project index resolved, in this file or another.
         for node, message, fix in (
