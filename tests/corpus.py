@@ -50,6 +50,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 SRT_PREFIX = "sglang/srt/"
 # Written last into a tree's directory: a tree without it is an interrupted extraction.
@@ -146,8 +147,9 @@ def corpus_dir() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "kvlint-corpus"
 
 
-def sglang_srt() -> Path:
-    """The `sglang/srt` directory of the pinned wheel, downloading it on first use."""
+def sglang_srt(version: Optional[str] = None) -> Path:
+    """The `sglang/srt` directory of the pinned wheel (or of `version`), downloading it on first use."""
+    version = version or sglang_version()
     base = corpus_dir()
     try:
         base.mkdir(parents=True, exist_ok=True)
@@ -156,10 +158,10 @@ def sglang_srt() -> Path:
     with open(base / ".lock", "w") as lock:
         # Held while downloading, so two sessions starting together download once.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        existing = base / f"sglang-{sglang_version()}"
+        existing = base / f"sglang-{version}"
         if (existing / COMPLETE_MARKER).is_file():
             return existing / "sglang" / "srt"
-        return _download_and_extract(base)
+        return _download_and_extract(base, version)
 
 
 def sglang_srt_or_skip() -> Path:
@@ -172,9 +174,9 @@ def sglang_srt_or_skip() -> Path:
         pytest.skip(f"real sglang corpus unavailable: {exc}")
 
 
-def _download_and_extract(base: Path) -> Path:
+def _download_and_extract(base: Path, version: str) -> Path:
     with tempfile.TemporaryDirectory(dir=base, prefix="download-") as scratch:
-        wheel = _pip_download(Path(scratch))
+        wheel = _pip_download(Path(scratch), version)
         version = wheel.name.split("-")[1]
         staging = Path(scratch) / "tree"
         count = _extract_srt(wheel, staging)
@@ -188,22 +190,22 @@ def _download_and_extract(base: Path) -> Path:
     return target / "sglang" / "srt"
 
 
-def _pip_download(into: Path) -> Path:
+def _pip_download(into: Path, version: str) -> Path:
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
         "--disable-pip-version-check", "--timeout", "30", "--retries", "1",
-        "-d", str(into), f"sglang=={sglang_version()}",
+        "-d", str(into), f"sglang=={version}",
     ]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise CorpusUnavailable(f"`pip download sglang=={sglang_version()}` took longer than {DOWNLOAD_TIMEOUT_S} s") from None
+        raise CorpusUnavailable(f"`pip download sglang=={version}` took longer than {DOWNLOAD_TIMEOUT_S} s") from None
     except OSError as exc:
         raise CorpusUnavailable(f"cannot run pip: {exc}") from None
     wheels = sorted(into.glob("sglang-*.whl"))
     if result.returncode != 0 or not wheels:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise CorpusUnavailable(f"`pip download --no-deps sglang=={sglang_version()}` failed: {tail[0]}")
+        raise CorpusUnavailable(f"`pip download --no-deps sglang=={version}` failed: {tail[0]}")
     return wheels[0]
 
 

@@ -277,6 +277,15 @@ def factory_for(
     return call, imports, f"pass `{contract.write_loc_class}.{factory}({shown})`"
 
 
+def unfit_form_clause(ctx: FileContext, loc: RawLoc) -> str:
+    """Why no factory carries `loc` with its mark, where its form is why ("" otherwise)."""
+    if loc.form == "layer" and not ctx.contract.layer_factory:
+        return "; the contract has no layer factory, so wrap each branch's loc with its own mark"
+    if loc.form == "mixed":
+        return "; its definitions differ, so state the mark where it is built"
+    return ""
+
+
 def with_commas(args: list[cst.Arg]) -> list[cst.Arg]:
     """`args` separated by ", ", the last without a trailing comma."""
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))

@@ -18,6 +18,7 @@ from kvlint.rules.write_loc._raw_loc import (
     marked_call,
     raw_loc,
     raw_loc_batch,
+    unfit_form_clause,
 )
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
 from kvlint.rules.write_loc._door_classes import door_call, refusal_ruled_out
@@ -356,12 +357,7 @@ class BareWriteLoc(Rule):
         what = f"the batch's raw `{shown}`" if raw_loc_batch(value, ctx.contract) is not None else (
             f"`{shown}`, the batch's raw loc"
         )
-        message = f"`{door}` receives {what}: {lost_mark_phrase(ctx)}"
-        if loc.form == "layer" and not ctx.contract.layer_factory:
-            message += "; the contract has no layer factory, so wrap each branch's loc with its own mark"
-        elif loc.form == "mixed":
-            message += "; its definitions differ, so state the mark where it is built"
-        return message
+        return f"`{door}` receives {what}: {lost_mark_phrase(ctx)}{unfit_form_clause(ctx, loc)}"
 
     def _fix(self, ctx: FileContext, value: cst.BaseExpression, loc: RawLoc) -> Optional[Replacement]:
         contract = ctx.contract

@@ -10,18 +10,26 @@ import libcst as cst
 from kvlint.api.contract import MARK_SPELLINGS, Contract
 from kvlint.api.rule import FileContext, Replacement, Rule
 from kvlint.analysis.index import module_index
-from kvlint.rules.write_loc._api_words import api_gaps, gap_message, made_unsafe, mark_stated, mark_unnamed, with_gaps
+from kvlint.rules.write_loc._api_words import (
+    api_gaps,
+    gap_message,
+    lost_mark_phrase,
+    mark_stated,
+    mark_unnamed,
+    with_gaps,
+)
 from kvlint.rules.write_loc._raw_loc import (
     RawLoc,
     factory_for,
     keyword_argument,
     mark_argument,
     raw_loc,
+    unfit_form_clause,
     with_commas,
 )
 from kvlint.api.types import Applicability, Invalid, Severity, Valid
 from kvlint.rules.write_loc._candidates import encoded, file_units
-from kvlint.rules.write_loc._loc_origin import PLAN_WRITE_IDS, SEPARATE, UNKNOWN, call_site
+from kvlint.rules.write_loc._built_loc_origins import second_locs_checked, unmarked_by_design
 
 
 # Upstream's contract: its `for_layer` wraps a cross-attention layer's encoder loc unmarked.
@@ -35,6 +43,10 @@ class UnmarkedWriteLoc(Rule):
     Flags a call of the write-loc class (`KVWriteLoc(...)`, also under an
     import alias or as `memory_pool.KVWriteLoc(...)`) that does not pass the
     mark keyword (`id_space`, or `physical` in upstream SGLang's spelling).
+    In a tree whose write-loc class has no mark field yet, it flags such a call
+    only where it wraps a batch's raw loc: that is what the migration marks
+    (`for_batch`, `for_layer`); any other loc's author states its id space once
+    the class has a keyword for it.
 
     ## Why is this bad?
     The mark's default is the untranslated id space, so an unmarked write loc
@@ -84,6 +96,8 @@ class UnmarkedWriteLoc(Rule):
         Valid("KVWriteLoc(cache_loc, physical=True)", contract={"mark": "physical"}),
         Valid("KVWriteLoc(*parts, **marked)"),
         Valid("OtherLoc(forward_batch.out_cache_loc)"),
+        # Before the class has a mark, a loc not the batch's has nothing to state yet.
+        Valid("from m import KVWriteLoc\nloc = KVWriteLoc(ctx_cache_loc)\n", contract={"missing": "mark"}),
         # The class's own factory builds it through `cls`.
         Valid(
             "class KVWriteLoc:\n"
@@ -192,6 +206,14 @@ class UnmarkedWriteLoc(Rule):
         ),
         # An encoder loc where the engine does not say it leaves one unmarked (no factory wraps it so).
         Invalid("from m import KVWriteLoc\nloc = KVWriteLoc(fb.encoder_out_cache_loc)\n"),
+        # Before the class has a mark, the batch's raw loc is what the migration builds with the factory.
+        Invalid(
+            "from m import KVWriteLoc\n\n\ndef write(pool, layer, fb):\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc(fb.out_cache_loc))\n",
+            expected_replacement="from m import KVWriteLoc\n\n\ndef write(pool, layer, fb):\n"
+            "    pool.set_kv_buffer(layer, KVWriteLoc.for_batch(fb))\n",
+            contract={"missing": "mark"},
+        ),
     ]
 
     @classmethod
@@ -202,8 +224,6 @@ class UnmarkedWriteLoc(Rule):
     def may_flag(cls, data: bytes, tree: ast.Module, contract: Contract, helper_names: frozenset[str]) -> bool:
         """A call of the write-loc class, by its name or a name it is imported as, without the mark
         keyword or a `**mapping` that may hold it."""
-        if not _has_mark_keyword(contract):
-            return False
         units = file_units(data, tree)
         names = {contract.write_loc_class}
         # An import renaming the class spells its name, so only units holding the name are read for one.
@@ -222,8 +242,9 @@ class UnmarkedWriteLoc(Rule):
 
     def check(self, ctx: FileContext) -> None:
         contract = ctx.contract
-        if not _has_mark_keyword(contract):
-            return
+        # Before the class has a mark, only a batch's raw loc is the migration's to mark: any other
+        # loc's author states its id space once there is a keyword to state it with.
+        before_mark = not _has_mark_keyword(contract)
         index = module_index(ctx)
         names = {contract.write_loc_class}
         names.update(local for local, origin in index.imports.items() if origin.rsplit(".", 1)[-1] in names)
@@ -234,16 +255,18 @@ class UnmarkedWriteLoc(Rule):
                 continue
             value = _loc_value(call)
             loc = raw_loc(ctx, value, site.function) if value is not None else None
-            if loc is None and value is not None and _unmarked_by_design(ctx, call, value):
+            if loc is None and (before_mark or value is not None and unmarked_by_design(ctx, call, value)):
                 continue
             fix = self._fix(ctx, call, loc) if loc is not None else None
             assert loc is not None or fix is None
             why = ""
             if fix is not None:
-                fix, why = _second_locs(ctx, call, fix)
+                fix, why = second_locs_checked(ctx, call, fix)
             needs = ("mark", "batch-mark") if loc is not None and loc.form == "slice" else ("batch-factory",)
             gaps = api_gaps(ctx, *needs) if fix is not None else []
-            message = _message(ctx, call, fix is not None or bool(why)) + why + gap_message(gaps)
+            message = _message(ctx, call, fix is not None or bool(why), before_mark) + why + gap_message(gaps)
+            if before_mark and loc is not None and fix is None and not why:
+                message += unfit_form_clause(ctx, loc)
             ctx.report(call, message, with_gaps(fix, gaps))
 
     def _fix(self, ctx: FileContext, call: cst.Call, loc: RawLoc) -> Optional[Replacement]:
@@ -265,55 +288,6 @@ class UnmarkedWriteLoc(Rule):
         return Replacement(call, new_call, Applicability.SAFE, description, ())
 
 
-def _unmarked_by_design(ctx: FileContext, call: cst.Call, value: cst.BaseExpression) -> bool:
-    """Whether the loc is one the engine wraps unmarked by design (`unmarked-loc-attributes`), directly,
-    or through locals, a parameter the file's calls pass one, or a static buffer filled from one."""
-    attributes = ctx.contract.unmarked_loc_attributes
-    if not attributes:
-        return False
-    target = value.value if isinstance(value, cst.Subscript) else value
-    if isinstance(target, cst.Attribute):
-        if target.attr.value in attributes:
-            return True
-    elif not isinstance(target, cst.Name):
-        return False
-    origins, function, found = call_site(ctx, call)
-    loc = _ast_loc(found) if found is not None else None
-    return loc is not None and origins.by_design(loc, function)
-
-
-def _second_locs(ctx: FileContext, call: cst.Call, fix: Replacement) -> tuple[Optional[Replacement], str]:
-    """The fix, kept only where every second loc it moves under the batch's mark comes from the batch's
-    plan (`for_batch`: "a loc produced separately states its own mark"); else why not, for the message."""
-    if not any(arg.keyword is None or _keyword(arg) != "loc" for arg in call.args[1:]):
-        return fix, ""
-    origins, function, found = call_site(ctx, call)
-    fields = ctx.contract.write_loc_fields
-    extras = [] if found is None else [(fields[i], arg) for i, arg in enumerate(found.args) if 0 < i < len(fields)]
-    extras += [(k.arg, k.value) for k in (found.keywords if found is not None else ()) if k.arg not in (None, "loc")]
-    unknown = [] if extras else ["the second loc"]
-    for field_name, expr in extras:
-        origin = origins.second_loc(expr, function)
-        if origin.kind == SEPARATE:
-            how = "translated" if "translate" in origin.what else "produced"
-            return None, (f"; `{field_name}` is {how} separately ({origin.what} at line {origin.line}), so it "
-                          f"states its own mark (no fix: only its author knows it is in the batch's id space)")
-        if origin.kind == UNKNOWN:
-            unknown.append(f"`{field_name}`")
-    if not unknown:
-        return fix, ""
-    message = (f"; {', '.join(unknown)} is not shown to come from the batch's plan (`{PLAN_WRITE_IDS}`), so "
-               f"the fix, which puts it under the batch's mark, is unsafe")
-    return made_unsafe(fix, f"{', '.join(unknown)} not shown to come from the batch's plan"), message
-
-
-def _ast_loc(call: ast.Call) -> Optional[ast.expr]:
-    for keyword in call.keywords:
-        if keyword.arg == "loc":
-            return keyword.value
-    return call.args[0] if call.args and not isinstance(call.args[0], ast.Starred) else None
-
-
 def _has_mark_keyword(contract: Contract) -> bool:
     """False where the tree defines its write-loc class without a mark field: no keyword to leave out."""
     return contract.has("mark") or not contract.has("write-loc-module")
@@ -325,8 +299,10 @@ def _mark_keywords(contract: Contract) -> tuple[str, ...]:
     return (contract.mark,) if mark_stated(contract) else MARK_SPELLINGS
 
 
-def _message(ctx: FileContext, call: cst.Call, fixed: bool) -> str:
+def _message(ctx: FileContext, call: cst.Call, fixed: bool, before_mark: bool) -> str:
     contract, shown = ctx.contract, ctx.code_for(call.func)
+    if before_mark:
+        return f"`{shown}(...)` wraps the batch's raw loc: {lost_mark_phrase(ctx)}"
     if not mark_stated(contract):
         message = f"`{shown}(...)` states no mark, so the write loc is unmarked whatever its ids are"
         # With a fix, its gaps say what kvlint assumed; without, this does.
