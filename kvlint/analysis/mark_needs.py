@@ -16,6 +16,7 @@ from typing import Optional, Union
 from kvlint.analysis.exact_receivers import ExactReceivers, door_runners
 from kvlint.api.contract import Contract
 from kvlint.api.door_kinds import MIXED, WRITE_LOC, DoorKind, ancestors
+from kvlint.api.identity_memo import IdentityMemo
 
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
@@ -52,16 +53,10 @@ def exact_may_refuse(contract: Contract, door: str, classes: frozenset[str]) -> 
 def mark_carriers(contract: Contract) -> frozenset[tuple[str, str]]:
     """(class, door) of each definition that hands the caller's mark on to a pool that may refuse it.
     Kept for the last few contracts asked: every door call asks."""
-    for held, answer in _CARRIERS:
-        if held is contract:
-            return answer
-    answer = _carriers(contract)
-    _CARRIERS.insert(0, (contract, answer))
-    del _CARRIERS[4:]
-    return answer
+    return _CARRIERS.get(contract, lambda: _carriers(contract))
 
 
-_CARRIERS: list[tuple[Contract, frozenset[tuple[str, str]]]] = []
+_CARRIERS: IdentityMemo[Contract, frozenset[tuple[str, str]]] = IdentityMemo(4)
 
 
 def _checks(contract: Contract, kind: DoorKind) -> bool:

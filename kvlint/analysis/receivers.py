@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from typing import Collection, Optional, Union
 
+from kvlint.api.identity_memo import IdentityMemo
+
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
 
@@ -84,16 +86,10 @@ def attribute_classes(klass: ast.ClassDef) -> list[tuple[str, set[str]]]:
     asserts `isinstance(value, C)`, with those classes
     (an attribute also given anything else is left out: unknown). Kept for the last few classes
     asked: a rule asks once per door call, and a backend class runs to thousands of lines."""
-    for held, answer in _ATTRIBUTES:
-        if held is klass:
-            return answer
-    answer = _attribute_classes(klass)
-    _ATTRIBUTES.insert(0, (klass, answer))
-    del _ATTRIBUTES[8:]
-    return answer
+    return _ATTRIBUTES.get(klass, lambda: _attribute_classes(klass))
 
 
-_ATTRIBUTES: list[tuple[ast.ClassDef, list[tuple[str, set[str]]]]] = []
+_ATTRIBUTES: IdentityMemo[ast.ClassDef, list[tuple[str, set[str]]]] = IdentityMemo(8)
 
 
 def _attribute_classes(klass: ast.ClassDef) -> list[tuple[str, set[str]]]:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 from kvlint.api.class_facts import ClassFacts
 from kvlint.api.door_kinds import DoorKind
 from kvlint.api.hierarchy import children_of
+from kvlint.api.identity_memo import IdentityMemo
 from kvlint.api.reach import Admission
 
 AUTO = "auto"
@@ -224,21 +225,15 @@ class Contract:
         return replace(self, **changes)
 
 
-# The bytes of the contracts pickled lately, with the contracts (kept alive: ids are not reused).
-_PICKLED: list[tuple[Contract, bytes]] = []
+# The bytes of the contracts pickled lately.
+_PICKLED: IdentityMemo[Contract, bytes] = IdentityMemo(4)
 # The contracts unpickled lately, by their bytes.
 _UNPICKLED: dict[bytes, Contract] = {}
 
 
 def _bytes_of(contract: Contract) -> bytes:
-    for held, data in _PICKLED:
-        if held is contract:
-            return data
-    data = pickle.dumps({item.name: getattr(contract, item.name) for item in fields(contract)},
-                        protocol=pickle.HIGHEST_PROTOCOL)
-    _PICKLED.insert(0, (contract, data))
-    del _PICKLED[4:]
-    return data
+    return _PICKLED.get(contract, lambda: pickle.dumps({item.name: getattr(contract, item.name) for item in fields(contract)},
+                                                       protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _shipped(data: bytes) -> Contract:
