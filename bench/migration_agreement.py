@@ -10,6 +10,7 @@ judged by what the newer one did, function by function (a class's method, matche
     flags the same rule in a function of that file the old release did not have: the write moved);
   - left unflagged: the new release still writes it raw and kvlint no longer flags it there
     (a door taking a tensor by design, a sub-pool never unified): false on the old release;
+  - removed: the new release has no such function (its file or the function is gone);
 * recall side, each function the migration changed from a raw loc to a marked one is flagged on
   the old release, or missed.
 
@@ -96,6 +97,8 @@ def _precision(old: Path, new: Path, old_findings: list[dict], new_findings: lis
         before = _functions(root_old / finding["path"]).get(key) if key else None
         if (finding["path"], key, finding["code"]) in flagged_new or (finding["path"], finding["code"]) in moved:
             verdict = "still flagged"
+        elif now is None:
+            verdict = "removed"
         elif len(_MARKED.findall(_source(root_new / finding["path"], now))) > len(
                 _MARKED.findall(_source(root_old / finding["path"], before))):
             verdict = "marked by the migration"
@@ -104,11 +107,11 @@ def _precision(old: Path, new: Path, old_findings: list[dict], new_findings: lis
             left.append(finding)
         counts[(finding["code"], verdict)] += 1
     print("findings on the old release, by what the new one did")
-    print(f"{'rule':<6} {'marked by the migration':>24} {'still flagged':>14} {'left unflagged':>15}")
+    print(f"{'rule':<6} {'marked by the migration':>24} {'still flagged':>14} {'left unflagged':>15} {'removed':>8}")
     for code in _WRITE_LOC_RULES:
-        row = [counts[(code, v)] for v in ("marked by the migration", "still flagged", "left unflagged")]
+        row = [counts[(code, v)] for v in ("marked by the migration", "still flagged", "left unflagged", "removed")]
         if any(row):
-            print(f"{code:<6} {row[0]:>24} {row[1]:>14} {row[2]:>15}")
+            print(f"{code:<6} {row[0]:>24} {row[1]:>14} {row[2]:>15} {row[3]:>8}")
     for finding in left:
         print(f"  left unflagged: {finding['code']} {finding['path']}:{finding['line']}")
 
