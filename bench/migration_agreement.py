@@ -30,6 +30,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -42,6 +43,7 @@ _MARKED = re.compile(r"KVWriteLoc\.for_(?:batch|layer)\(|KVWriteLoc\([^)]*physic
 _Key = tuple[str, str]  # (class or "", function)
 
 
+@lru_cache(maxsize=None)
 def _functions(path: Path) -> dict[_Key, ast.AST]:
     """Each function of a file by (enclosing class, name); the first of a name wins."""
     try:

@@ -307,13 +307,12 @@ class _Body:
                     checked = checked or f"hands {loc} to the mark check `{callee}`"
                 elif callee in self.doors:
                     forwards.append(_forward(node.func, callee))
-                    hands += self._hands(node, callee)
+                    hands += self._hands(node, forwards[-1])
                 else:
                     tensor = _first(tensor, node, f"passes {loc} to `{callee or _shown(node.func)}`")
             elif isinstance(node, ast.Call) and called_name(node.func) in self.doors and self._passes_mark(node):
-                callee = called_name(node.func) or ""
-                forwards.append(_forward(node.func, callee))
-                hands += self._hands(node, callee)
+                forwards.append(_forward(node.func, called_name(node.func) or ""))
+                hands += self._hands(node, forwards[-1])
         if checked is not None:
             own, evidence = WRITE_LOC, checked
         elif tensor is not None:
@@ -344,14 +343,14 @@ class _Body:
     def _passes_mark(self, call: ast.Call) -> bool:
         return any(self._rewraps(value) for value in (*call.args, *(keyword.value for keyword in call.keywords)))
 
-    def _hands(self, call: ast.Call, callee: str) -> list[MarkHandOver]:
-        """The hand-over `call` makes where it is on another pool."""
+    def _hands(self, call: ast.Call, forward: _Forward) -> list[MarkHandOver]:
+        """The hand-over `call` (read as `forward`) makes where it is on another pool."""
         if not isinstance(call.func, ast.Attribute):
-            return [MarkHandOver(callee, ())]
-        if _forward(call.func, callee).receiver in ("self", "super"):
+            return [MarkHandOver(forward.name, ())]
+        if forward.receiver in ("self", "super"):
             return []
         held, through = held_attributes(self.class_methods, call.func.value, self.method)
-        return [MarkHandOver(callee, tuple(sorted(held or ())), tuple(sorted(through)) if held else ())]
+        return [MarkHandOver(forward.name, tuple(sorted(held or ())), tuple(sorted(through)) if held else ())]
 
     def _passes(self, call: ast.Call) -> bool:
         values = [*call.args, *(keyword.value for keyword in call.keywords)]

@@ -33,7 +33,7 @@ def unmarked_by_design(ctx: FileContext, call: cst.Call, value: cst.BaseExpressi
 def second_locs_checked(ctx: FileContext, call: cst.Call, fix: Replacement) -> tuple[Optional[Replacement], str]:
     """The fix, kept only where every second loc it moves under the batch's mark comes from the batch's
     plan (`for_batch`: "a loc produced separately states its own mark"); else why not, for the message."""
-    if not any(arg.keyword is None or (arg.keyword.value if arg.keyword is not None else None) != "loc" for arg in call.args[1:]):
+    if not any(arg.keyword is None or arg.keyword.value != "loc" for arg in call.args[1:]):
         return fix, ""
     origins, function, found = call_site(ctx, call)
     fields = ctx.contract.write_loc_fields
